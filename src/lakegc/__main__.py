@@ -1,0 +1,3 @@
+from lakegc.cli.main import run
+
+run()

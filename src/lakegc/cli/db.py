@@ -1,0 +1,23 @@
+"""`lakegc db`: create and show the metastore schema."""
+
+from __future__ import annotations
+
+import typer
+
+from lakegc.cli.main import new_app, state
+
+app = new_app("Metastore schema.")
+
+
+@app.command("init")
+def init(ctx: typer.Context) -> None:
+    """Create or migrate the metastore schema."""
+    st = state(ctx)
+    version = st.lake.metastore.init()
+    typer.echo(f"metastore ready (schema version {version})")
+
+
+@app.command("schema")
+def schema(ctx: typer.Context) -> None:
+    """Print the DDL of the metastore schema for this database."""
+    typer.echo(state(ctx).lake.metastore.ddl(), nl=False)

@@ -1,0 +1,127 @@
+"""`lakegc fs`: objects on a branch or ref."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lakegc.cli import output
+from lakegc.cli.main import new_app, state
+from lakegc.cli.refs import JSON
+from lakegc.repo.repository import DEFAULT_TOKEN_TTL
+from lakegc.timeutil import epoch_seconds, parse_duration
+from lakegc.uri import parse_uri
+
+app = new_app("Upload, read, list, copy, link and remove objects.")
+
+
+@app.command("upload")
+def upload(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", "-s", help="A file, or - for stdin."),
+           as_json: bool = JSON) -> None:
+    """Write an object under the namespace's data/ and stage it on the branch."""
+    target = parse_uri(uri, need_path=True)
+    repo = state(ctx).repo(target)
+    if source == "-":
+        entry = repo.upload(target.ref, target.path, sys.stdin.buffer)
+    else:
+        path = Path(source)
+        if not path.is_file():
+            output.fail(f"source {source!r} is not a readable file")
+        with path.open("rb") as f:
+            entry = repo.upload(target.ref, target.path, f)
+    if as_json:
+        output.emit_json(output.entry_doc(repo, entry))
+    else:
+        output.console.print(f"{target}: {entry.size} bytes staged at {repo.physical_address(entry)}", markup=False)
+
+
+@app.command("cat")
+def cat(ctx: typer.Context, uri: str) -> None:
+    """Write an object's content to stdout."""
+    target = parse_uri(uri, need_path=True)
+    data = state(ctx).repo(target).read(target.ref, target.path)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+@app.command("stat")
+def stat(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """Show an object's entry."""
+    target = parse_uri(uri, need_path=True)
+    repo = state(ctx).repo(target)
+    doc = output.entry_doc(repo, repo.stat(target.ref, target.path))
+    if as_json:
+        output.emit_json(doc)
+    else:
+        output.table("FIELD", "VALUE", rows=[[k, v] for k, v in doc.items()])
+
+
+@app.command("ls")
+def ls(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """List objects under a prefix, recursively (staged changes included on a branch)."""
+    target = parse_uri(uri, need_ref=True)
+    repo = state(ctx).repo(target)
+    docs = [output.entry_doc(repo, e) for e in repo.list(target.ref, target.path or "")]
+    if as_json:
+        output.emit_json(docs)
+    else:
+        output.table("PATH", "SIZE", "MTIME", "PHYSICAL ADDRESS",
+                     rows=[[d["path"], d["size"], d["mtime"], d["physical_address"]] for d in docs])
+
+
+@app.command("rm")
+def rm(ctx: typer.Context, uri: str) -> None:
+    """Stage the deletion of an object."""
+    target = parse_uri(uri, need_path=True)
+    state(ctx).repo(target).remove(target.ref, target.path)
+    output.console.print(f"{target}: deletion staged", markup=False)
+
+
+@app.command("cp")
+def cp(ctx: typer.Context, source: str, dest: str, as_json: bool = JSON) -> None:
+    """Copy an object to a path on a branch, sharing its physical object (shallow copy)."""
+    src, dst = parse_uri(source, need_path=True), parse_uri(dest, need_path=True)
+    if src.repo != dst.repo:
+        output.fail(f"copy across repositories is not supported ({src.repo!r} -> {dst.repo!r})")
+    repo = state(ctx).repo(dst)
+    entry = repo.copy(src.ref, src.path, dst.ref, dst.path)
+    if as_json:
+        output.emit_json(output.entry_doc(repo, entry))
+    else:
+        output.console.print(f"{src} -> {dst}", markup=False)
+
+
+@app.command("link")
+def link(ctx: typer.Context, uri: str,
+         address: str = typer.Option(..., "--address", help="Physical address (full URI or namespace key)."),
+         token: Optional[str] = typer.Option(None, "--token", help="Token from `fs get-address` (in-namespace addresses)."),
+         size: int = typer.Option(..., "--size", min=0), checksum: str = typer.Option(..., "--checksum"),
+         as_json: bool = JSON) -> None:
+    """Stage an object that already exists in storage."""
+    target = parse_uri(uri, need_path=True)
+    repo = state(ctx).repo(target)
+    entry = repo.link(target.ref, target.path, address, size, checksum, token)
+    if as_json:
+        output.emit_json(output.entry_doc(repo, entry))
+    else:
+        output.console.print(f"{target}: linked to {repo.physical_address(entry)}", markup=False)
+
+
+@app.command("get-address")
+def get_address(ctx: typer.Context, uri: str,
+                ttl: str = typer.Option(f"{int(DEFAULT_TOKEN_TTL.total_seconds() // 3600)}h", "--ttl",
+                                        help="How long the token stays valid."),
+                as_json: bool = JSON) -> None:
+    """Get a physical address to upload to directly, and the token `fs link` needs."""
+    target = parse_uri(uri, need_path=True)
+    repo = state(ctx).repo(target)
+    claims = repo.get_physical_address(target.ref, target.path, parse_duration(ttl))
+    doc = {"physical_address": repo.storage.full_uri(claims.address), "token": repo.sign(claims),
+           "expires_at": epoch_seconds(claims.expires_at)}
+    if as_json:
+        output.emit_json(doc)
+    else:
+        output.table("FIELD", "VALUE", rows=[[k, v] for k, v in doc.items()])

@@ -1,0 +1,73 @@
+"""How results look: exactly one JSON document with --json, rich tables otherwise; errors as one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
+from lakegc.repo.repository import Repository
+from lakegc.timeutil import epoch_seconds
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """The one place a user-facing error is printed: a single `error:` line, no traceback."""
+    first = " ".join(message.split("\n")[0].split())
+    err_console.print(f"error: {first}", markup=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def emit_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:
+    out = Table(*columns, title=title, box=None, header_style="bold", pad_edge=False)
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    console.print(out)
+
+
+def when(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def entry_doc(repo: Repository, entry: Entry) -> dict[str, Any]:
+    return {"path": entry.path, "physical_address": repo.physical_address(entry), "size": entry.size,
+            "checksum": entry.checksum, "mtime": epoch_seconds(entry.mtime)}
+
+
+def commit_doc(commit: Commit, *, with_metadata: bool = True) -> dict[str, Any]:
+    doc = {"id": commit.id, "parents": list(commit.parents), "message": commit.message,
+           "creation_date": epoch_seconds(commit.creation_date), "metarange_id": commit.metarange_id}
+    if with_metadata:
+        doc["metadata"] = commit.metadata
+    return doc
+
+
+def repo_doc(info: RepositoryInfo) -> dict[str, Any]:
+    return {"id": info.name, "storage_namespace": info.storage_namespace, "default_branch": info.default_branch,
+            "creation_date": epoch_seconds(info.created_at)}
+
+
+def branch_doc(branch: Branch) -> dict[str, Any]:
+    return {"id": branch.name, "commit_id": branch.head}
+
+
+def tag_doc(tag: Tag) -> dict[str, Any]:
+    return {"id": tag.name, "commit_id": tag.commit_id}
+
+
+def change_doc(change: Change) -> dict[str, Any]:
+    entry = change.right or change.left
+    return {"type": str(change.type), "path": change.path, "path_type": "object",
+            "size_bytes": entry.size if entry else None}

@@ -1,0 +1,154 @@
+"""`lakegc repo`, `lakegc branch`, `lakegc tag`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from lakegc.cli import output
+from lakegc.cli.main import confirm, new_app, state
+from lakegc.timeutil import parse_date
+from lakegc.uri import parse_uri
+
+repo_app = new_app("Create, list and delete repositories.")
+branch_app = new_app("Create, list, delete, reset and revert branches.")
+tag_app = new_app("Create, list and delete tags.")
+
+JSON = typer.Option(False, "--json", help="Print one JSON document.")
+YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+
+
+@repo_app.command("create")
+def repo_create(ctx: typer.Context, uri: str, namespace: str,
+                default_branch: str = typer.Option("main", "--default-branch"), as_json: bool = JSON) -> None:
+    """Create a repository over an empty storage namespace, with an initial empty commit."""
+    target = parse_uri(uri)
+    if target.ref:
+        output.fail(f"invalid URI {uri!r}: expected lakegc://REPO")
+    info = state(ctx).lake.create_repository(target.repo, namespace, default_branch)
+    if as_json:
+        output.emit_json(output.repo_doc(info))
+    else:
+        output.console.print(f"Repository {info.name!r} created at {info.storage_namespace} "
+                             f"(default branch {info.default_branch!r})", markup=False)
+
+
+@repo_app.command("list")
+def repo_list(ctx: typer.Context, as_json: bool = JSON) -> None:
+    """List repositories."""
+    repos = state(ctx).lake.repositories()
+    if as_json:
+        output.emit_json([output.repo_doc(r) for r in repos])
+    else:
+        output.table("REPOSITORY", "NAMESPACE", "DEFAULT BRANCH", "CREATED",
+                     rows=[[r.name, r.storage_namespace, r.default_branch, output.when(r.created_at)] for r in repos])
+
+
+@repo_app.command("delete")
+def repo_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
+    """Delete a repository's metadata (its namespace and objects stay)."""
+    target = parse_uri(uri)
+    st = state(ctx)
+    st.repo(target)
+    confirm(yes, f"delete repository {target.repo!r}")
+    st.lake.delete_repository(target.repo)
+    output.console.print(f"Repository {target.repo!r} deleted", markup=False)
+
+
+@branch_app.command("create")
+def branch_create(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", help="lakegc://REPO/REF"),
+                  as_json: bool = JSON) -> None:
+    """Create a branch at the commit SOURCE names."""
+    target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(source, need_ref=True, allow_path=False)
+    _same_repo(target.repo, src.repo)
+    branch = state(ctx).repo(target).create_branch(target.ref, src.ref)
+    if as_json:
+        output.emit_json(output.branch_doc(branch))
+    else:
+        output.console.print(f"Branch {branch.name!r} created at {branch.head}", markup=False)
+
+
+@branch_app.command("delete")
+def branch_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
+    """Delete a branch and its staged changes."""
+    target = parse_uri(uri, need_ref=True, allow_path=False)
+    repo = state(ctx).repo(target)
+    confirm(yes, f"delete branch {target.ref!r}")
+    repo.delete_branch(target.ref)
+    output.console.print(f"Branch {target.ref!r} deleted", markup=False)
+
+
+@branch_app.command("list")
+def branch_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """List branches and their HEAD commits."""
+    branches = state(ctx).repo(parse_uri(uri)).branches()
+    if as_json:
+        output.emit_json([output.branch_doc(b) for b in branches])
+    else:
+        output.table("BRANCH", "COMMIT", rows=[[b.name, b.head] for b in branches])
+
+
+@branch_app.command("reset")
+def branch_reset(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
+    """Drop all staged (uncommitted) changes of a branch."""
+    target = parse_uri(uri, need_ref=True, allow_path=False)
+    repo = state(ctx).repo(target)
+    confirm(yes, f"drop all uncommitted changes of branch {target.ref!r}")
+    dropped = repo.reset_branch(target.ref)
+    output.console.print(f"Branch {target.ref!r} reset: {dropped} staged change(s) dropped", markup=False)
+
+
+@branch_app.command("revert")
+def branch_revert(ctx: typer.Context, uri: str, commit: str,
+                  parent_number: int = typer.Option(1, "--parent-number", help="For a merge: which parent to revert to."),
+                  date: Optional[str] = typer.Option(None, "--date", help="Commit date (ISO 8601 or Unix seconds)."),
+                  as_json: bool = JSON) -> None:
+    """Commit on the branch the inverse of COMMIT's changes."""
+    target = parse_uri(uri, need_ref=True, allow_path=False)
+    ref = commit
+    if commit.startswith("lakegc://"):
+        other = parse_uri(commit, need_ref=True, allow_path=False)
+        _same_repo(target.repo, other.repo)
+        ref = other.ref
+    result = state(ctx).repo(target).revert(target.ref, ref, parent=parent_number,
+                                            date=parse_date(date) if date else None)
+    if as_json:
+        output.emit_json(output.commit_doc(result))
+    else:
+        typer.echo(result.id)
+
+
+@tag_app.command("create")
+def tag_create(ctx: typer.Context, uri: str, ref: str, as_json: bool = JSON) -> None:
+    """Create tag lakegc://REPO/TAG at lakegc://REPO/REF."""
+    target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(ref, need_ref=True, allow_path=False)
+    _same_repo(target.repo, src.repo)
+    tag = state(ctx).repo(target).create_tag(target.ref, src.ref)
+    if as_json:
+        output.emit_json(output.tag_doc(tag))
+    else:
+        output.console.print(f"Tag {tag.name!r} created at {tag.commit_id}", markup=False)
+
+
+@tag_app.command("delete")
+def tag_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
+    """Delete a tag (the commit stays)."""
+    target = parse_uri(uri, need_ref=True, allow_path=False)
+    state(ctx).repo(target).delete_tag(target.ref)
+    output.console.print(f"Tag {target.ref!r} deleted", markup=False)
+
+
+@tag_app.command("list")
+def tag_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """List tags."""
+    tags = state(ctx).repo(parse_uri(uri)).tags()
+    if as_json:
+        output.emit_json([output.tag_doc(t) for t in tags])
+    else:
+        output.table("TAG", "COMMIT", rows=[[t.name, t.commit_id] for t in tags])
+
+
+def _same_repo(a: str, b: str) -> None:
+    if a != b:
+        output.fail(f"both URIs must name the same repository ({a!r} vs {b!r})")

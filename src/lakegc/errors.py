@@ -1,0 +1,79 @@
+"""Typed errors. The CLI turns every `LakegcError` into one `error: ...` line and exit 1."""
+
+
+class LakegcError(Exception):
+    """Base of every error a user can cause or fix; never a bug in lakegc."""
+
+
+class InvalidArgument(LakegcError):
+    """Malformed input: a URI, a path, a date, a duration, a name."""
+
+
+class NotFound(LakegcError):
+    """A repository, branch, tag, commit or path that does not exist."""
+
+
+class RepoNotFound(NotFound):
+    pass
+
+
+class RefNotFound(NotFound):
+    pass
+
+
+class PathNotFound(NotFound):
+    pass
+
+
+class AlreadyExists(LakegcError):
+    pass
+
+
+class AmbiguousRef(LakegcError):
+    pass
+
+
+class NamespaceError(LakegcError):
+    """A storage namespace that cannot be used: missing, not a folder, not writable, taken."""
+
+
+class PathEscapesNamespace(InvalidArgument):
+    """A key or address that would leave the storage namespace."""
+
+
+class NothingToCommit(LakegcError):
+    pass
+
+
+class MergeConflict(LakegcError):
+    def __init__(self, paths: list[str]):
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        super().__init__(f"merge conflict on {len(paths)} path(s): {shown}")
+        self.paths = paths
+
+
+class DirtyBranch(LakegcError):
+    pass
+
+
+class InvalidToken(LakegcError):
+    pass
+
+
+class ObjectGone(LakegcError):
+    """The entry exists but its object was collected: HTTP's 410."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}: object gone (410)")
+
+
+class ObjectNotFound(LakegcError):
+    """A storage key that does not exist (a storage-level fact, not a repository one)."""
+
+
+class MetastoreError(LakegcError):
+    pass
+
+
+class ConcurrentUpdate(LakegcError):
+    """Someone else moved the branch while we worked; the caller may retry."""

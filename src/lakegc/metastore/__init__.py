@@ -1,0 +1,111 @@
+"""The metastore: one SQL database (SQLite by default, any SQLAlchemy URL) holding every repository's metadata."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from lakegc.errors import MetastoreError
+from lakegc.metastore import schema
+from lakegc.timeutil import utcnow
+
+SCHEMA_VERSION = 1
+
+
+def lakegc_home() -> Path:
+    return Path(os.environ.get("LAKEGC_HOME") or Path.home() / ".lakegc")
+
+
+def default_url() -> str:
+    return os.environ.get("LAKEGC_METASTORE") or f"sqlite:///{lakegc_home() / 'lakegc.db'}"
+
+
+class Metastore:
+    """An engine plus the transaction discipline both databases need for concurrent writers."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url or default_url()
+        try:
+            self.engine = _create_engine(self.url)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as exc:
+            raise MetastoreError(f"invalid metastore URL {self.url!r}: {exc}") from None
+        self._ready = False
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction. On SQLite it takes the write lock up front, so two writers queue
+        instead of failing when a read lock would have to be upgraded."""
+        self.ensure_schema()
+        with _errors(self.url), self.engine.connect() as conn:
+            with conn.execution_options(lakegc_write=True).begin():
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction: one consistent snapshot for several queries."""
+        self.ensure_schema()
+        with _errors(self.url), self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    def ensure_schema(self) -> None:
+        if not self._ready:
+            self.init()
+
+    def init(self) -> int:
+        """Create or migrate the schema; returns the version now in place."""
+        with _errors(self.url), self.engine.connect() as conn:
+            with conn.execution_options(lakegc_write=True).begin():
+                schema.metadata.create_all(conn, checkfirst=True)
+                current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    conn.execute(schema.schema_version.insert().values(version=version, applied_at=utcnow()))
+        self._ready = True
+        return SCHEMA_VERSION
+
+    def ddl(self) -> str:
+        statements = []
+        for table in schema.metadata.sorted_tables:
+            statements.append(str(CreateTable(table).compile(dialect=self.engine.dialect)).strip() + ";")
+            statements += [str(CreateIndex(ix).compile(dialect=self.engine.dialect)).strip() + ";" for ix in table.indexes]
+        return "\n\n".join(statements) + "\n"
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return sa.create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, connect_args={"timeout": 60})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lakegc_write") else "BEGIN")
+
+    return engine
+
+
+@contextmanager
+def _errors(url: str) -> Iterator[None]:
+    """Database failures become one readable line, with the password kept out of it."""
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        safe = sa.engine.make_url(url).render_as_string(hide_password=True)
+        raise MetastoreError(f"metastore {safe}: {str(exc.orig).strip().splitlines()[0]}") from None

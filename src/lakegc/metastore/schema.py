@@ -1,0 +1,137 @@
+"""Tables of the metastore (DESIGN.md §3), in SQLAlchemy Core so one definition serves SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.types import TypeDecorator
+
+from lakegc.timeutil import as_utc
+
+
+class UtcDateTime(TypeDecorator):
+    """Timestamps always come back timezone-aware UTC, whatever the database keeps."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+metadata = sa.MetaData()
+NAME = sa.String(255)
+ID = sa.String(64)
+TEXT = sa.Text()
+
+schema_version = sa.Table(
+    "schema_version", metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", UtcDateTime, nullable=False),
+)
+
+settings = sa.Table(
+    "settings", metadata,
+    sa.Column("key", NAME, primary_key=True),
+    sa.Column("value", TEXT, nullable=False),
+)
+
+repositories = sa.Table(
+    "repositories", metadata,
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("storage_namespace", sa.String(2048), nullable=False, unique=True),
+    sa.Column("default_branch", NAME, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+
+
+
+def _repo_fk() -> sa.ForeignKey:
+    return sa.ForeignKey("repositories.name", ondelete="CASCADE")
+
+branches = sa.Table(
+    "branches", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("head", ID, nullable=False),
+)
+
+commits = sa.Table(
+    "commits", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("parents", sa.JSON, nullable=False),  # ordered: first parent first
+    sa.Column("metarange_id", ID, nullable=False),
+    sa.Column("message", TEXT, nullable=False),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("creation_date", UtcDateTime, nullable=False),
+)
+
+tags = sa.Table(
+    "tags", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("commit_id", ID, nullable=False),
+)
+
+staged_entries = sa.Table(
+    "staged_entries", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("branch", NAME, primary_key=True),
+    sa.Column("path", sa.String(1024), primary_key=True),
+    sa.Column("address", sa.String(2048)),  # NULL for a tombstone
+    sa.Column("address_kind", sa.String(16)),
+    sa.Column("size", sa.BigInteger),
+    sa.Column("checksum", sa.String(128)),
+    sa.Column("mtime", UtcDateTime),
+    sa.Column("metadata", TEXT),
+    sa.Column("tombstone", sa.Boolean, nullable=False, default=False),
+)
+
+slices = sa.Table(
+    "slices", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("objects", sa.Integer, nullable=False),
+)
+
+copy_records = sa.Table(
+    "copy_records", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
+    sa.Column("address", sa.String(2048), nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+
+address_tokens = sa.Table(
+    "address_tokens", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("address", sa.String(2048), primary_key=True),
+    sa.Column("branch", NAME, nullable=False),
+    sa.Column("path", sa.String(1024), nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+)
+
+gc_rules = sa.Table(
+    "gc_rules", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("rules", sa.JSON, nullable=False),
+)
+
+gc_runs = sa.Table(
+    "gc_runs", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("finished_at", UtcDateTime),
+    sa.Column("parameters", sa.JSON, nullable=False),
+    sa.Column("counts", sa.JSON, nullable=False),
+    sa.Column("error", TEXT),
+)

@@ -1,0 +1,59 @@
+"""Pure algorithms over a commit graph: ancestry, merge base, log order.
+
+A graph is a mapping commit id -> parent ids (first parent first), with creation dates beside it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+from typing import Iterator, Mapping, Sequence
+
+Graph = Mapping[str, Sequence[str]]
+
+
+def ancestors(graph: Graph, *starts: str) -> set[str]:
+    """The starting commits and every commit reachable from them through any parent."""
+    seen = set(starts)
+    stack = list(starts)
+    while stack:
+        for parent in graph.get(stack.pop(), ()):
+            if parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return seen
+
+
+def merge_base(graph: Graph, dates: Mapping[str, datetime], a: str, b: str) -> str | None:
+    """The best common ancestor: a common ancestor that is no ancestor of another common one.
+    Criss-cross histories can have several; we take the newest (then the greatest id) so the
+    choice is deterministic."""
+    common = ancestors(graph, a) & ancestors(graph, b)
+    if not common:
+        return None
+    proper = ancestors(graph, *(p for c in common for p in graph.get(c, ())))
+    best = common - proper
+    return max(best, key=lambda c: (dates[c], c))
+
+
+def log_order(graph: Graph, dates: Mapping[str, datetime], start: str) -> Iterator[str]:
+    """Ancestors of `start`, newest first, never a parent before its child: backdated commits
+    still show under the commits built on them."""
+    reachable = ancestors(graph, start)
+    waiting = {c: 0 for c in reachable}  # children not yet shown
+    for c in reachable:
+        for p in set(graph.get(c, ())):
+            waiting[p] += 1
+    heap = [(-dates[start].timestamp(), _desc(start), start)]
+    while heap:
+        _, _, commit = heapq.heappop(heap)
+        yield commit
+        for p in set(graph.get(commit, ())):
+            waiting[p] -= 1
+            if waiting[p] == 0:
+                heapq.heappush(heap, (-dates[p].timestamp(), _desc(p), p))
+
+
+def _desc(commit_id: str) -> tuple[int, ...]:
+    """Ties on date break by id, descending, inside a min-heap."""
+    return tuple(-ord(ch) for ch in commit_id)

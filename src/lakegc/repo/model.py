@@ -1,0 +1,72 @@
+"""Plain values of the repository model: entries, commits, refs, changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class AddressKind(StrEnum):
+    RELATIVE = "relative"  # a key inside the repository's namespace
+    FULL = "full"  # a full URI outside it (linked or imported), never collected
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str
+    address: str
+    address_kind: AddressKind
+    size: int
+    checksum: str
+    mtime: datetime
+    metadata: str | None = None  # user metadata as JSON text, so entries stay hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    id: str
+    parents: tuple[str, ...]
+    metarange_id: str
+    message: str
+    creation_date: datetime
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    name: str
+    head: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    name: str
+    commit_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryInfo:
+    name: str
+    storage_namespace: str
+    default_branch: str
+    created_at: datetime
+
+
+class ChangeType(StrEnum):
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    path: str
+    type: ChangeType
+    left: Entry | None
+    right: Entry | None
+
+
+# A set of edits to a tree: path -> new entry, or None to remove the path.
+Changes = dict[str, Entry | None]

@@ -1,0 +1,249 @@
+"""Committed trees as content-defined, content-addressed Parquet ranges (DESIGN.md §4).
+
+A tree is a metarange: the ordered list of its ranges. A range is a Parquet file of entries sorted
+by path. A range ends after a path whose hash hits a mask (a *natural* cut), or after MAX_ENTRIES.
+Cuts depend only on the paths since the last cut, so chunking is canonical: the same entries always
+give the same ranges, whatever history produced them. That is what lets `apply` rewrite only the
+ranges a change touches and lets trees share every other range, and what lets GC read each distinct
+range once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import io
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
+from lakegc.storage import Storage
+
+RANGES_PREFIX = "_lakegc/ranges/"
+METARANGES_PREFIX = "_lakegc/metaranges/"
+CUT_BITS = 10  # a natural cut every ~1,024 entries
+MAX_ENTRIES = 8 * (1 << CUT_BITS)  # forced cuts are rare: P(gap > 8x mean) = e^-8
+_CUT_MASK = (1 << CUT_BITS) - 1
+
+RANGE_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("address", pa.string()),
+    ("address_kind", pa.string()),
+    ("size", pa.int64()),
+    ("checksum", pa.string()),
+    ("mtime", pa.timestamp("us", tz="UTC")),
+    ("metadata", pa.string()),
+])
+METARANGE_SCHEMA = pa.schema([
+    ("range_id", pa.string()),
+    ("min_path", pa.string()),
+    ("max_path", pa.string()),
+    ("count", pa.int64()),
+])
+
+
+@dataclass(frozen=True, slots=True)
+class RangeRef:
+    id: str
+    min_path: str
+    max_path: str
+    count: int
+
+
+def is_natural_cut(path: str) -> bool:
+    digest = hashlib.blake2b(path.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & _CUT_MASK == 0
+
+
+def chunk(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
+    """Split sorted entries into ranges: the canonical chunking."""
+    current: list[Entry] = []
+    for entry in entries:
+        current.append(entry)
+        if is_natural_cut(entry.path) or len(current) >= MAX_ENTRIES:
+            yield current
+            current = []
+    if current:
+        yield current
+
+
+def range_id(entries: list[Entry]) -> str:
+    h = hashlib.sha256()
+    for e in entries:
+        h.update("\x00".join((e.path, e.address, e.address_kind, str(e.size), e.checksum,
+                              e.mtime.isoformat(), e.metadata or "")).encode())
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def metarange_id(ranges: list[RangeRef]) -> str:
+    return hashlib.sha256("\n".join(r.id for r in ranges).encode()).hexdigest()
+
+
+class TreeStore:
+    """Reads and writes ranges and metaranges in one namespace; caches what it has read."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self._ranges: dict[str, list[Entry]] = {}
+        self._metaranges: dict[str, list[RangeRef]] = {}
+
+    # -- writing ------------------------------------------------------------
+    def write_range(self, entries: list[Entry]) -> RangeRef:
+        rid = range_id(entries)
+        key = RANGES_PREFIX + rid
+        if not self.storage.exists(key):
+            self.storage.write(key, _to_parquet(_range_table(entries)))
+        self._ranges[rid] = entries
+        return RangeRef(rid, entries[0].path, entries[-1].path, len(entries))
+
+    def write_metarange(self, ranges: list[RangeRef]) -> str:
+        mid = metarange_id(ranges)
+        key = METARANGES_PREFIX + mid
+        if not self.storage.exists(key):
+            table = pa.table({
+                "range_id": [r.id for r in ranges], "min_path": [r.min_path for r in ranges],
+                "max_path": [r.max_path for r in ranges], "count": [r.count for r in ranges],
+            }, schema=METARANGE_SCHEMA)
+            self.storage.write(key, _to_parquet(table))
+        self._metaranges[mid] = ranges
+        return mid
+
+    def build(self, entries: Iterable[Entry]) -> str:
+        """A tree from scratch, from entries sorted by path."""
+        return self.write_metarange([self.write_range(part) for part in chunk(entries)])
+
+    # -- reading ------------------------------------------------------------
+    def ranges(self, mid: str) -> list[RangeRef]:
+        if mid not in self._metaranges:
+            table = pq.read_table(io.BytesIO(self.storage.read(METARANGES_PREFIX + mid)))
+            self._metaranges[mid] = [RangeRef(r["range_id"], r["min_path"], r["max_path"], r["count"])
+                                    for r in table.to_pylist()]
+        return self._metaranges[mid]
+
+    def range_entries(self, rid: str) -> list[Entry]:
+        if rid not in self._ranges:
+            table = pq.read_table(io.BytesIO(self.storage.read(RANGES_PREFIX + rid)))
+            self._ranges[rid] = [_entry(row) for row in table.to_pylist()]
+        return self._ranges[rid]
+
+    def entries(self, mid: str, prefix: str = "") -> Iterator[Entry]:
+        for ref in self.ranges(mid):
+            if ref.max_path < prefix or (prefix and ref.min_path > prefix and not ref.min_path.startswith(prefix)):
+                continue
+            for entry in self.range_entries(ref.id):
+                if entry.path.startswith(prefix):
+                    yield entry
+                elif entry.path > prefix:
+                    return
+
+    def get(self, mid: str, path: str) -> Entry | None:
+        refs = self.ranges(mid)
+        i = bisect.bisect_right([r.min_path for r in refs], path) - 1
+        if i < 0 or path > refs[i].max_path:
+            return None
+        entries = self.range_entries(refs[i].id)
+        j = bisect.bisect_left([e.path for e in entries], path)
+        return entries[j] if j < len(entries) and entries[j].path == path else None
+
+    # -- changing -----------------------------------------------------------
+    def apply(self, mid: str, changes: Mapping[str, Entry | None]) -> str:
+        """The tree `mid` with `changes` applied, rewriting only the ranges they touch.
+
+        Every range starts right after a cut, so re-chunking from the start of a touched range
+        reproduces the canonical chunking. Once all changes are consumed and a cut lands exactly on
+        the end of an old range, the old ranges that follow are the canonical ones: reuse them.
+        """
+        refs = self.ranges(mid)
+        paths = sorted(changes)
+        mins = [r.min_path for r in refs]
+        # The range each change belongs in: the last one starting at or before it (or the first).
+        owner = [max(bisect.bisect_right(mins, p) - 1, 0) for p in paths]
+        out: list[RangeRef] = []
+        pending: list[Entry] = []
+        k = 0  # next change to apply
+        for i, ref in enumerate(refs):
+            lo = k
+            while k < len(paths) and owner[k] == i:
+                k += 1
+            if not pending and lo == k:
+                out.append(ref)  # untouched and in sync: shared with the old tree
+                continue
+            merged = _merge_sorted(self.range_entries(ref.id), [(p, changes[p]) for p in paths[lo:k]])
+            for entry in merged:
+                pending.append(entry)
+                if is_natural_cut(entry.path) or len(pending) >= MAX_ENTRIES:
+                    out.append(self.write_range(pending))
+                    pending = []
+        if k < len(paths):  # changes on an empty tree
+            for entry in _merge_sorted([], [(p, changes[p]) for p in paths[k:]]):
+                pending.append(entry)
+                if is_natural_cut(entry.path) or len(pending) >= MAX_ENTRIES:
+                    out.append(self.write_range(pending))
+                    pending = []
+        if pending:
+            out.append(self.write_range(pending))
+        return self.write_metarange(out)
+
+    def diff(self, left: str, right: str) -> list[Change]:
+        """Changes from `left` to `right`. Ranges present in both trees hold identical entries,
+        and a path lives in one range per tree, so only unshared ranges need reading."""
+        lrefs, rrefs = self.ranges(left), self.ranges(right)
+        shared = {r.id for r in lrefs} & {r.id for r in rrefs}
+        lmap = {e.path: e for r in lrefs if r.id not in shared for e in self.range_entries(r.id)}
+        rmap = {e.path: e for r in rrefs if r.id not in shared for e in self.range_entries(r.id)}
+        changes = []
+        for path in sorted(lmap.keys() | rmap.keys()):
+            a, b = lmap.get(path), rmap.get(path)
+            if a == b:
+                continue
+            kind = ChangeType.ADDED if a is None else ChangeType.REMOVED if b is None else ChangeType.CHANGED
+            changes.append(Change(path, kind, a, b))
+        return changes
+
+
+def as_changes(diff: list[Change]) -> Changes:
+    """A diff as the edits that turn its left tree into its right one."""
+    return {c.path: c.right for c in diff}
+
+
+def _merge_sorted(entries: list[Entry], edits: list[tuple[str, Entry | None]]) -> Iterator[Entry]:
+    i = 0
+    for path, new in edits:
+        while i < len(entries) and entries[i].path < path:
+            yield entries[i]
+            i += 1
+        if i < len(entries) and entries[i].path == path:
+            i += 1  # replaced or removed
+        if new is not None:
+            yield new
+    yield from entries[i:]
+
+
+def _range_table(entries: list[Entry]) -> pa.Table:
+    return pa.table({
+        "path": [e.path for e in entries],
+        "address": [e.address for e in entries],
+        "address_kind": [str(e.address_kind) for e in entries],
+        "size": [e.size for e in entries],
+        "checksum": [e.checksum for e in entries],
+        "mtime": [e.mtime for e in entries],
+        "metadata": [e.metadata for e in entries],
+    }, schema=RANGE_SCHEMA)
+
+
+def _to_parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _entry(row: dict) -> Entry:
+    mtime: datetime = row["mtime"]
+    return Entry(row["path"], row["address"], AddressKind(row["address_kind"]), row["size"], row["checksum"],
+                 mtime if mtime.tzinfo else mtime.replace(tzinfo=timezone.utc), row["metadata"])
+

@@ -1,0 +1,56 @@
+"""The storage protocol every backend implements. Keys are relative to the namespace root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import BinaryIO, Iterable, Iterator, Protocol
+
+from lakegc.errors import PathEscapesNamespace
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime: datetime
+    checksum: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """One key's result: `ok` is True when the object is gone afterwards (missing counts as deleted)."""
+
+    key: str
+    ok: bool
+    error: str | None = None
+
+
+class Storage(Protocol):
+    """A namespace: a local folder or an object-store prefix."""
+
+    uri: str
+
+    def prepare(self) -> None:
+        """Check the namespace can be used (and create it where that means something)."""
+
+    def full_uri(self, key: str) -> str: ...
+
+    def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]: ...
+
+    def read(self, key: str) -> bytes: ...
+
+    def open_read(self, key: str) -> BinaryIO: ...
+
+    def write(self, key: str, data: bytes | BinaryIO) -> ObjectInfo: ...
+
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteOutcome]: ...
+
+    def exists(self, key: str) -> bool: ...
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that could leave the namespace, whatever the backend."""
+    if not key or key.startswith("/") or "\x00" in key or any(p in ("", ".", "..") for p in key.split("/")):
+        raise PathEscapesNamespace(f"invalid storage key {key!r}: it would escape the namespace")
+    return key

@@ -1,0 +1,106 @@
+"""A namespace in a local folder. Writes are atomic (temp file + rename) so a crash leaves no torn object."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+from lakegc.errors import NamespaceError, ObjectNotFound
+from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key
+
+_TMP_PREFIX = ".lakegc-tmp-"
+
+
+class LocalStorage:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.uri = self.root.as_uri()
+
+    def prepare(self) -> None:
+        """Make sure the folder exists and is a folder; writability shows on the first write."""
+        if self.root.exists() and not self.root.is_dir():
+            raise NamespaceError(f"namespace {self.uri} is not a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise NamespaceError(f"namespace {self.uri} cannot be created: {exc.strerror}") from None
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def full_uri(self, key: str) -> str:
+        return self._path(key).as_uri()
+
+    def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]:
+        """Files under `prefix` (a folder prefix, '' for the root), in key order."""
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        yield from _walk(base, self.root, recursive)
+
+    def read(self, key: str) -> bytes:
+        with self.open_read(key) as f:
+            return f.read()
+
+    def open_read(self, key: str) -> BinaryIO:
+        try:
+            return open(self._path(key), "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFound(f"{self.full_uri(key)} does not exist") from None
+
+    def write(self, key: str, data: bytes | BinaryIO) -> ObjectInfo:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        source = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
+        digest = hashlib.md5(usedforsecurity=False)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        st = path.stat()
+        return ObjectInfo(key, st.st_size, _mtime(st), digest.hexdigest())
+
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteOutcome]:
+        outcomes = []
+        for key in keys:
+            try:
+                self._path(key).unlink(missing_ok=True)
+                outcomes.append(DeleteOutcome(key, True))
+            except OSError as exc:
+                outcomes.append(DeleteOutcome(key, False, str(exc)))
+        return outcomes
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def remove_all(self) -> None:
+        """Only for tests and demos that own the folder."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _mtime(st: os.stat_result) -> datetime:
+    return datetime.fromtimestamp(st.st_mtime, timezone.utc)
+
+
+def _walk(base: Path, root: Path, recursive: bool) -> Iterator[ObjectInfo]:
+    try:
+        entries = sorted(os.scandir(base), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            if recursive:
+                yield from _walk(Path(entry.path), root, recursive)
+        elif entry.is_file(follow_symlinks=False) and not entry.name.startswith(_TMP_PREFIX):
+            st = entry.stat(follow_symlinks=False)
+            yield ObjectInfo(Path(entry.path).relative_to(root).as_posix(), st.st_size, _mtime(st))
