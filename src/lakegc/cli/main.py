@@ -75,7 +75,7 @@ def _root(
 
 
 def _register() -> None:
-    from lakegc.cli import db, fs, history, refs
+    from lakegc.cli import db, demo, fs, history, refs
 
     app.add_typer(db.app, name="db")
     app.add_typer(refs.repo_app, name="repo")
@@ -83,6 +83,7 @@ def _register() -> None:
     app.add_typer(refs.tag_app, name="tag")
     app.add_typer(fs.app, name="fs")
     history.register(app)
+    app.command("demo")(demo.demo)
 
 
 _register()

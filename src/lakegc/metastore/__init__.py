@@ -33,8 +33,10 @@ class Metastore:
         self.url = url or default_url()
         try:
             self.engine = _create_engine(self.url)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as exc:
-            raise MetastoreError(f"invalid metastore URL {self.url!r}: {exc}") from None
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
+            raise MetastoreError(f"invalid metastore URL {_safe(self.url)!r}: {exc}") from None
+        except OSError as exc:
+            raise MetastoreError(f"metastore {_safe(self.url)}: cannot create its folder: {exc.strerror}") from None
         self._ready = False
 
     @contextmanager
@@ -107,5 +109,12 @@ def _errors(url: str) -> Iterator[None]:
     try:
         yield
     except sa.exc.OperationalError as exc:
-        safe = sa.engine.make_url(url).render_as_string(hide_password=True)
-        raise MetastoreError(f"metastore {safe}: {str(exc.orig).strip().splitlines()[0]}") from None
+        raise MetastoreError(f"metastore {_safe(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
+
+
+def _safe(url: str) -> str:
+    """The URL with its password hidden, for error messages."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return "<unparsable URL>"

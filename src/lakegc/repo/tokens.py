@@ -32,7 +32,7 @@ def sign(secret: bytes, claims: TokenClaims) -> str:
 def verify(secret: bytes, token: str, *, now: datetime) -> TokenClaims:
     """The claims of a token we signed and that is still live; InvalidToken otherwise."""
     body, _, mac = token.partition(".")
-    if not body or not hmac.compare_digest(mac, _mac(secret, body)):
+    if not body or not token.isascii() or not hmac.compare_digest(mac, _mac(secret, body)):
         raise InvalidToken("invalid token: signature does not match")
     try:
         repo, branch, path, address, expires = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
 from lakegc.storage import Storage
+from lakegc.timeutil import as_utc
 
 RANGES_PREFIX = "_lakegc/ranges/"
 METARANGES_PREFIX = "_lakegc/metaranges/"
@@ -75,7 +76,7 @@ def range_id(entries: list[Entry]) -> str:
     h = hashlib.sha256()
     for e in entries:
         h.update("\x00".join((e.path, e.address, e.address_kind, str(e.size), e.checksum,
-                              e.mtime.isoformat(), e.metadata or "")).encode())
+                              as_utc(e.mtime).isoformat(), "\x02" if e.metadata is None else e.metadata)).encode())
         h.update(b"\x01")
     return h.hexdigest()
 

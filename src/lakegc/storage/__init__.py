@@ -35,7 +35,7 @@ def normalize_location(location: str) -> str:
     else:
         raise InvalidArgument(f"invalid location {location!r}: use an absolute path, file:///abs/path or s3://bucket/prefix")
     _refuse_dot_parts(location, path)
-    return Path(posixpath.normpath(path)).as_uri()
+    return Path("/" + posixpath.normpath(path).lstrip("/")).as_uri()
 
 
 def _refuse_dot_parts(location: str, path: str) -> None:

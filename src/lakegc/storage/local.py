@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
-from lakegc.errors import NamespaceError, ObjectNotFound
+from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key
 
 _TMP_PREFIX = ".lakegc-tmp-"
@@ -76,7 +76,7 @@ class LocalStorage:
             try:
                 self._path(key).unlink(missing_ok=True)
                 outcomes.append(DeleteOutcome(key, True))
-            except OSError as exc:
+            except (OSError, LakegcError) as exc:  # a bad key fails alone, and is recorded
                 outcomes.append(DeleteOutcome(key, False, str(exc)))
         return outcomes
 
@@ -94,7 +94,8 @@ def _mtime(st: os.stat_result) -> datetime:
 
 def _walk(base: Path, root: Path, recursive: bool) -> Iterator[ObjectInfo]:
     try:
-        entries = sorted(os.scandir(base), key=lambda e: e.name)
+        # Sort as full keys sort: a folder's name is followed by "/" inside its keys.
+        entries = sorted(os.scandir(base), key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name)
     except (FileNotFoundError, NotADirectoryError):
         return
     for entry in entries:
