@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -13,8 +14,18 @@ from typing import Any, Callable
 import pytest
 from typer.testing import CliRunner
 
+import sqlalchemy as sa
+import typer.testing
+
+import lakegc.metastore as metastore
 from lakegc.cli.main import app
 from lakegc.repo.repository import Lake
+
+# typer rebuilds the click command tree on every in-process invoke (about half of each call's
+# cost); build it once per process. The commands run exactly as they would otherwise.
+_build_command = typer.testing._get_command
+_COMMAND = _build_command(app)
+typer.testing._get_command = lambda typer_app: _COMMAND if typer_app is app else _build_command(typer_app)
 
 
 @dataclass
@@ -49,6 +60,27 @@ class Env:
 def env(tmp_path: Path) -> Env:
     home = tmp_path / "home"
     return Env(home, f"sqlite:///{home / 'lakegc.db'}", tmp_path)
+
+
+def patch_short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests that run one command at a time: any SQLite lock wait can only be a command
+    deadlocking on itself, so wait 0.3 s instead of the production 60 s and fail fast."""
+    original = metastore._create_engine
+
+    def create_engine(url: str) -> sa.engine.Engine:
+        engine = original(url)
+        if engine.dialect.name == "sqlite":
+            @sa.event.listens_for(engine, "connect")
+            def _short_busy_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+                dbapi_conn.execute("PRAGMA busy_timeout=300")
+        return engine
+
+    monkeypatch.setattr(metastore, "_create_engine", create_engine)
+
+
+@pytest.fixture
+def short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_short_lock_wait(monkeypatch)
 
 
 @pytest.fixture
@@ -93,3 +125,24 @@ def put(env: Env, cli: Callable[..., CliResult]) -> Callable[[str, bytes | str],
         return cli("fs", "upload", uri, "--source", "-", "--json", input=content).json()
 
     return upload
+
+
+def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
+    """A user-facing error: exit 1, exactly one `error: ` line on stderr, no traceback."""
+    assert result.exit_code == 1, f"exit {result.exit_code}, stdout={result.stdout!r} stderr={result.stderr!r}"
+    lines = result.stderr.rstrip("\n").split("\n")
+    assert len(lines) == 1, f"expected one stderr line, got {result.stderr!r}"
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in result.stderr
+    # tmp paths carry the test's name: never let them satisfy a needle
+    message = re.sub(r"[^\s'\"]*pytest-of-[^\s'\"]*", "<tmp>", lines[0]).lower()
+    for needle in needles:
+        assert needle.lower() in message, f"{needle!r} not in {lines[0]!r}"
+    if json_cmd:
+        assert result.stdout == "", f"stdout must stay empty on error, got {result.stdout!r}"
+    return lines[0]
+
+
+def heads(cli: Callable[..., CliResult], repo: str = "lakegc://repo") -> dict[str, str]:
+    """Branch name -> HEAD commit id, through the CLI."""
+    return {b["id"]: b["commit_id"] for b in cli("branch", "list", repo, "--json").json()}

@@ -20,7 +20,7 @@ def commit(ctx: typer.Context, uri: str, message: str = typer.Option(..., "--mes
            date: Optional[str] = DATE, allow_empty: bool = ALLOW_EMPTY, as_json: bool = JSON) -> None:
     """Commit the branch's staged changes."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
-    result = state(ctx).repo(target).commit(target.ref, message, date=parse_date(date) if date else None,
+    result = state(ctx).repo(target).commit(target.ref, message, date=parse_date(date) if date is not None else None,
                                             allow_empty=allow_empty)
     output.emit_json(output.commit_doc(result)) if as_json else typer.echo(result.id)
 
@@ -32,7 +32,7 @@ def merge(ctx: typer.Context, source: str, dest: str, message: Optional[str] = t
     dst = parse_uri(dest, need_ref=True, allow_path=False)
     if src.repo != dst.repo:
         output.fail(f"both URIs must name the same repository ({src.repo!r} vs {dst.repo!r})")
-    result = state(ctx).repo(dst).merge(src.ref, dst.ref, message=message, date=parse_date(date) if date else None,
+    result = state(ctx).repo(dst).merge(src.ref, dst.ref, message=message, date=parse_date(date) if date is not None else None,
                                         allow_empty=allow_empty)
     output.emit_json(output.commit_doc(result)) if as_json else typer.echo(result.id)
 

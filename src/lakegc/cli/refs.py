@@ -112,7 +112,7 @@ def branch_revert(ctx: typer.Context, uri: str, commit: str,
         _same_repo(target.repo, other.repo)
         ref = other.ref
     result = state(ctx).repo(target).revert(target.ref, ref, parent=parent_number,
-                                            date=parse_date(date) if date else None)
+                                            date=parse_date(date) if date is not None else None)
     if as_json:
         output.emit_json(output.commit_doc(result))
     else:

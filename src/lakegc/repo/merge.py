@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakegc.repo.model import Changes
+from lakegc.repo.model import Changes, Entry
 
 
 def three_way(ours: Changes, theirs: Changes) -> tuple[Changes, list[str]]:
@@ -15,8 +15,14 @@ def three_way(ours: Changes, theirs: Changes) -> tuple[Changes, list[str]]:
     conflicts: list[str] = []
     for path, change in theirs.items():
         if path in ours:
-            if ours[path] != change:
+            if _content(ours[path]) != _content(change):
                 conflicts.append(path)
             continue
         to_apply[path] = change
     return to_apply, sorted(conflicts)
+
+
+def _content(entry: Entry | None) -> tuple[int, str, str | None] | None:
+    """What makes two changes "the same": the content (size, checksum, metadata), as in lakeFS, not
+    where or when it was written."""
+    return None if entry is None else (entry.size, entry.checksum, entry.metadata)

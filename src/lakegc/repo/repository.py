@@ -280,7 +280,7 @@ class Repository:
             head = self._commit(conn, self._branch_head(conn, branch))
             staged = self._staged(conn, branch, path)
             committed = self.trees.get(head.metarange_id, path) is not None
-            if not committed and (staged is None or staged.address is None):
+            if (staged.tombstone if staged is not None else not committed):
                 raise PathNotFound(f"path {path!r} not found on branch {branch!r}")
             self._unstage(conn, branch, path)
             if committed:
@@ -305,6 +305,8 @@ class Repository:
         """An address to upload to directly, and its token (see `link`)."""
         validate_path(path)
         expires = utcnow() + ttl
+        with self.ms.read() as conn:
+            self._branch_head(conn, branch)
         key = slices.object_key(self._current_slice())
         with self.ms.write() as conn:
             self._branch_head(conn, branch)
@@ -324,35 +326,39 @@ class Repository:
             raise InvalidArgument("size must not be negative")
         key, kind = self._classify_address(address)
         entry = Entry(path, key, kind, size, checksum, utcnow(), json.dumps(metadata, sort_keys=True) if metadata else None)
+        claims = self._verified_claims(token, key) if kind is AddressKind.RELATIVE else None
+        if claims is not None and claims.address != key:
+            raise InvalidToken("invalid token: it was issued for another repository, branch, path or address")
         with self.ms.write() as conn:
             self._branch_head(conn, branch)
-            if kind is AddressKind.RELATIVE:
-                self._redeem(conn, token, tokens.TokenClaims(self.name, branch, path, key, entry.mtime))
+            if claims is not None:
+                self._redeem(conn, claims, branch, path)
             self._stage(conn, branch, entry)
         return entry
 
     def _classify_address(self, address: str) -> tuple[str, AddressKind]:
         if "://" in address or address.startswith("/"):
             location = normalize_location(address)
+            if location == self.info.storage_namespace:
+                raise InvalidArgument(f"address {address!r} is the namespace itself, not an object")
             key = relative_to(self.info.storage_namespace, location)
             if key is None:
                 return location, AddressKind.FULL
-            if location == self.info.storage_namespace:
-                raise InvalidArgument(f"address {address!r} is the namespace itself, not an object")
         else:
             key = address
         return check_key(key), AddressKind.RELATIVE
 
-    def _redeem(self, conn: Connection, token: str | None, wanted: tokens.TokenClaims) -> None:
+    def _verified_claims(self, token: str | None, key: str) -> tokens.TokenClaims:
         if not token:
-            raise InvalidToken(f"address {wanted.address!r} is inside the namespace: link it with the token "
-                               "from `fs get-address`")
-        claims = tokens.verify(self.lake.token_secret(), token, now=utcnow())
-        if (claims.repository, claims.branch, claims.path, claims.address) != \
-                (wanted.repository, wanted.branch, wanted.path, wanted.address):
+            raise InvalidToken(f"address {key!r} is inside the namespace: link it with the token from `fs get-address`")
+        return tokens.verify(self.lake.token_secret(), token, now=utcnow())
+
+    def _redeem(self, conn: Connection, claims: tokens.TokenClaims, branch: str, path: str) -> None:
+        """Tokens are single-use: redeeming deletes the issued row in the same transaction that stages."""
+        if (claims.repository, claims.branch, claims.path) != (self.name, branch, path):
             raise InvalidToken("invalid token: it was issued for another repository, branch, path or address")
         redeemed = conn.execute(t.address_tokens.delete().where(
-            self._of(t.address_tokens), t.address_tokens.c.address == wanted.address)).rowcount
+            self._of(t.address_tokens), t.address_tokens.c.address == claims.address)).rowcount
         if not redeemed:
             raise InvalidToken("invalid token: already used")
 
