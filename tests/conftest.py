@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -146,3 +147,25 @@ def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
 def heads(cli: Callable[..., CliResult], repo: str = "lakegc://repo") -> dict[str, str]:
     """Branch name -> HEAD commit id, through the CLI."""
     return {b["id"]: b["commit_id"] for b in cli("branch", "list", repo, "--json").json()}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark for the whole test process (each xdist worker has its own): GC runs made
+    through the in-process CLI reuse it."""
+    from lakegc.gc.spark import spark_session
+
+    session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+def age_objects(namespace: Path, when: datetime, prefix: str = "data/") -> int:
+    """Set the mtime of every object under `prefix` of a local namespace to `when`, as if the lake
+    had lived that long (GC never collects objects younger than its min-age). Returns how many."""
+    count = 0
+    for path in (namespace / prefix).rglob("*"):
+        if path.is_file():
+            os.utime(path, (when.timestamp(), when.timestamp()))
+            count += 1
+    return count

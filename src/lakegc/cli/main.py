@@ -75,13 +75,14 @@ def _root(
 
 
 def _register() -> None:
-    from lakegc.cli import db, demo, fs, history, refs
+    from lakegc.cli import db, demo, fs, gc, history, refs
 
     app.add_typer(db.app, name="db")
     app.add_typer(refs.repo_app, name="repo")
     app.add_typer(refs.branch_app, name="branch")
     app.add_typer(refs.tag_app, name="tag")
     app.add_typer(fs.app, name="fs")
+    app.add_typer(gc.app, name="gc")
     history.register(app)
     app.command("demo")(demo.demo)
 

@@ -42,6 +42,13 @@ class LocalStorage:
         base = self._path(prefix.rstrip("/")) if prefix else self.root
         yield from _walk(base, self.root, recursive)
 
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        try:
+            return sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def read(self, key: str) -> bytes:
         with self.open_read(key) as f:
             return f.read()

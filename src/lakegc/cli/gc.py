@@ -1,0 +1,199 @@
+"""`lakegc gc`: rules, runs (mark + sweep), deferred sweeps, and what runs found."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pyarrow.parquet as pq
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from lakegc.cli import output
+from lakegc.cli.main import new_app, state
+from lakegc.cli.refs import JSON
+from lakegc.errors import InvalidArgument
+from lakegc.gc.config import delete_rules, get_rules, set_rules
+from lakegc.gc.job import GcOptions, run_gc, sweep_run
+from lakegc.gc.rules import parse_rules
+from lakegc.gc.runs import RunStore, RunSummary, output_keys
+from lakegc.timeutil import parse_duration
+from lakegc.uri import parse_uri
+
+app = new_app("Garbage collection: retention rules, runs, sweeps.")
+
+
+def _repo_uri(uri: str) -> str:
+    target = parse_uri(uri)
+    if target.ref:
+        raise InvalidArgument(f"invalid URI {uri!r}: expected lakegc://REPO")
+    return target.repo
+
+
+@app.command("set-config")
+def set_config(ctx: typer.Context, uri: str, file: str = typer.Option(..., "-f", "--file", help="Rules JSON, or - for stdin.")) -> None:
+    """Set the repository's retention rules (lakeFS JSON)."""
+    repo = state(ctx).lake.repository(_repo_uri(uri))
+    text = sys.stdin.read() if file == "-" else _read_file(file)
+    set_rules(repo, parse_rules(text))
+    output.console.print(f"GC rules set for {repo.name!r}", markup=False)
+
+
+@app.command("get-config")
+def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """Show the repository's retention rules."""
+    repo = state(ctx).lake.repository(_repo_uri(uri))
+    rules = get_rules(repo)
+    if rules is None:
+        output.fail(f"no GC rules set for repository {repo.name!r} (GC keeps every commit)")
+    if as_json:
+        output.emit_json(rules.model_dump())
+    else:
+        output.table("BRANCH", "RETENTION DAYS", rows=[["(default)", rules.default_retention_days],
+                                                       *[[b.branch_id, b.retention_days] for b in rules.branches]])
+
+
+@app.command("delete-config")
+def delete_config(ctx: typer.Context, uri: str) -> None:
+    """Remove the repository's retention rules (GC then keeps every commit)."""
+    repo = state(ctx).lake.repository(_repo_uri(uri))
+    if not delete_rules(repo):
+        output.fail(f"no GC rules set for repository {repo.name!r}")
+    output.console.print(f"GC rules deleted for {repo.name!r}", markup=False)
+
+
+@app.command("run")
+def run(ctx: typer.Context, uri: str,
+        dry_run: bool = typer.Option(False, "--dry-run", help="Mark and report; delete nothing."),
+        mark_only: bool = typer.Option(False, "--mark-only", help="Stop at 'marked'; sweep later with `gc sweep`."),
+        min_age: str = typer.Option("24h", "--min-age", help="Objects younger than this are never candidates."),
+        clean: bool = typer.Option(False, "--clean", help="Ignore earlier runs."),
+        cutoff: list[str] = typer.Option([], "--cutoff", help="REGEX=POLICY (repeatable); overrides the stored rules."),
+        default_cutoff: Optional[str] = typer.Option(None, "--default-cutoff", help="POLICY for other branches and dangling commits."),
+        master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
+        conf: list[str] = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable)."),
+        as_json: bool = JSON) -> None:
+    """Mark and sweep in one Spark job; prints the run's summary."""
+    name = _repo_uri(uri)
+    options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=parse_duration(min_age), clean=clean,
+                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=_conf(conf))
+    with _progress(f"GC {name}") as phase:
+        summary = run_gc(state(ctx).lake, name, options, phase)
+    _print_summary(summary, as_json)
+
+
+@app.command("sweep")
+def sweep(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> None:
+    """Delete the candidates of a marked run, re-checking each first."""
+    name = _repo_uri(uri)
+    with _progress(f"sweep {run_id}") as phase:
+        summary = sweep_run(state(ctx).lake, name, run_id, phase)
+    _print_summary(summary, as_json)
+
+
+@app.command("runs")
+def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
+    """GC runs of the repository, newest first."""
+    name = _repo_uri(uri)
+    state(ctx).lake.repository(name)
+    summaries = RunStore(state(ctx).lake.metastore, name).list()
+    if as_json:
+        output.emit_json([s.to_json() for s in summaries])
+        return
+    output.table("RUN", "STATE", "MODE", "STARTED", "CANDIDATES", "DELETED", "BYTES DELETED", "ERROR", rows=[
+        [s.run_id, s.state, s.mode + (" dry-run" if s.dry_run else ""), s.started_at[:19].replace("T", " "),
+         s.num_candidates, s.num_deleted, s.bytes_deleted, s.error] for s in summaries])
+
+
+@app.command("show")
+def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> None:
+    """One run's summary."""
+    name = _repo_uri(uri)
+    state(ctx).lake.repository(name)
+    summary, _ = RunStore(state(ctx).lake.metastore, name).get(run_id)
+    _print_summary(summary, as_json)
+
+
+@app.command("candidates")
+def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
+               limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Show at most N.")) -> None:
+    """The deletion candidates a run marked (address, size, mtime, reason)."""
+    name = _repo_uri(uri)
+    repo = state(ctx).lake.repository(name)
+    RunStore(state(ctx).lake.metastore, name).get(run_id)
+    rows = _candidate_rows(repo.storage, run_id, limit)
+    if as_json:
+        sys.stdout.write("[")
+        for i, row in enumerate(rows):
+            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(row))
+        sys.stdout.write("\n]\n")
+    else:
+        output.table("ADDRESS", "SIZE", "MTIME", "REASON",
+                     rows=[[r["address"], r["size"], r["mtime"], r["reason"]] for r in rows])
+
+
+def _candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]:  # type: ignore[no-untyped-def]
+    """Stream the candidates Parquet parts batch by batch: the driver never holds them all."""
+    import io
+
+    shown = 0
+    for key in output_keys(storage, run_id, "candidates"):
+        for batch in pq.ParquetFile(io.BytesIO(storage.read(key))).iter_batches(batch_size=10_000):
+            for row in batch.to_pylist():
+                if limit is not None and shown >= limit:
+                    return
+                shown += 1
+                yield {**row, "mtime": row["mtime"].isoformat()}
+
+
+def _print_summary(summary: RunSummary, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(summary.to_json())
+        return
+    doc = summary.to_json()
+    rows = [[k, v] for k, v in doc.items() if k not in ("phases", "candidates_by_reason") and v not in (None, {})]
+    rows += [[f"candidates ({reason})", n] for reason, n in sorted(summary.candidates_by_reason.items())]
+    rows += [[f"phase: {p}", f"{s:.2f}s"] for p, s in summary.phases.items()]
+    output.table("FIELD", "VALUE", rows=rows, title=f"GC run {summary.run_id}")
+
+
+@contextmanager
+def _progress(title: str) -> Iterator:  # type: ignore[type-arg]
+    """Phases as a live list on stderr: stdout stays clean for --json."""
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=output.err_console, transient=False, disable=not output.err_console.is_terminal) as progress:
+        current: list[int] = []
+
+        def phase(name: str) -> None:
+            if current:
+                progress.update(current[-1], completed=1, total=1)
+            current.append(progress.add_task(f"{title}: {name}", total=None))
+            if not output.err_console.is_terminal:
+                output.err_console.print(f"{title}: {name}", markup=False, highlight=False)
+
+        yield phase
+        if current:
+            progress.update(current[-1], completed=1, total=1)
+
+
+def _conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"invalid --conf {pair!r}: expected KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
+def _read_file(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+__all__ = ["app"]

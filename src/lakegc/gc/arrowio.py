@@ -1,0 +1,72 @@
+"""Parquet in and out of a namespace on the executors, through lakegc's storage layer.
+
+Executors open the namespace themselves (local folder or object store), so no Hadoop connector is
+needed, and data moves as Arrow batches (`mapInArrow`) rather than row by row.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import uuid
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakegc.storage import open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PART_SCHEMA = "key string, rows long"
+
+
+def read_parquet(spark: "SparkSession", namespace: str, keys: list[str], schema: str) -> "DataFrame":
+    """A DataFrame of the Parquet files `keys` (part files of one output) in `namespace`."""
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(namespace)
+        for batch in batches:
+            for key in batch.column("key").to_pylist():
+                table = pq.read_table(io.BytesIO(storage.read(key)))
+                yield from table.to_batches(max_chunksize=65_536)
+
+    keys_df = spark.createDataFrame([(k,) for k in keys] or [("",)], "key string")
+    if not keys:
+        keys_df = keys_df.limit(0)
+    return keys_df.repartition(max(1, min(len(keys), spark.sparkContext.defaultParallelism * 2))).mapInArrow(read, schema)
+
+
+def write_parquet(df: "DataFrame", namespace: str, prefix: str) -> list[tuple[str, int]]:
+    """Write each partition of `df` as one Parquet part under `prefix/`; returns (key, rows) per part
+    (a short list: one row per partition, never the data)."""
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(namespace)
+        sink, writer, rows = io.BytesIO(), None, 0
+        for batch in batches:
+            if writer is None:
+                writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        if writer is None:
+            return
+        writer.close()
+        key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
+        storage.write(key, sink.getvalue())
+        yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
+
+    return [(r.key, r.rows) for r in df.mapInArrow(write, PART_SCHEMA).collect()]
+
+
+def write_driver_parquet(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
+    """Stream batches from the driver into one Parquet object through a spooled temp file, so the
+    driver never holds the whole set; returns the rows written."""
+    rows = 0
+    with tempfile.SpooledTemporaryFile(max_size=32 << 20) as sink:
+        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        sink.seek(0)
+        open_storage(namespace).write(key, sink)
+    return rows

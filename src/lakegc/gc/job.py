@@ -1,0 +1,190 @@
+"""A GC run from start to end: preflight checks, mark, sweep, and a record of every step.
+
+Everything that can be wrong with the input (unknown repository, bad rules or cutoffs, a namespace
+that is unreachable or not this repository's, a metastore error) fails here, before any listing and
+so before any deletion. Under spark-submit this file is the application:
+
+    spark-submit "$(python -c 'import lakegc.gc.job as j; print(j.__file__)')" gc run lakegc://REPO
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Callable
+
+from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
+from lakegc.gc.config import get_rules
+from lakegc.gc.mark import mark
+from lakegc.gc.rules import KeepAll, PolicyOf, parse_cutoff, parse_policy, policies_from_cutoffs, policies_from_rules
+from lakegc.gc.runs import RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
+from lakegc.gc.sweep import sweep
+from lakegc.repo.repository import Lake, Repository
+from lakegc.storage.namespace import MARKER
+from lakegc.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MIN_AGE = timedelta(hours=24)
+Phase = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GcOptions:
+    dry_run: bool = False
+    mark_only: bool = False
+    min_age: timedelta = DEFAULT_MIN_AGE
+    clean: bool = False
+    cutoffs: tuple[str, ...] = ()
+    default_cutoff: str | None = None
+    master: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_policies(repo: Repository, cutoffs: tuple[str, ...], default_cutoff: str | None,
+                     now: datetime) -> tuple[PolicyOf, str]:
+    """Cutoffs given on the command line replace the stored rules for the run; otherwise the stored
+    rules apply, and with none stored every commit stays."""
+    if cutoffs or default_cutoff is not None:
+        parsed = [parse_cutoff(c, now) for c in cutoffs]
+        default = parse_policy(default_cutoff, now) if default_cutoff is not None else KeepAll()
+        described = " ".join(f"--cutoff {c}" for c in cutoffs) + f" --default-cutoff {default_cutoff or 'NONE'}"
+        return policies_from_cutoffs(parsed, default), described.strip()
+    rules = get_rules(repo)
+    return policies_from_rules(rules, now), ("rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit")
+
+
+def check_namespace(repo: Repository) -> None:
+    """GC only a namespace that answers and says it belongs to this repository."""
+    try:
+        owner = json.loads(repo.storage.read(MARKER)).get("repository")
+    except (LakegcError, OSError, ValueError) as exc:
+        raise NamespaceError(f"namespace {repo.info.storage_namespace} is unreachable or not a lakegc namespace: {exc}") from None
+    if owner != repo.name:
+        raise NamespaceError(f"namespace {repo.info.storage_namespace} belongs to repository {owner!r}, not {repo.name!r}")
+
+
+def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda _p: None,
+           spark: "SparkSession | None" = None) -> RunSummary:
+    """Mark, then (unless dry-run or mark-only) sweep. Returns the run's summary."""
+    repo = lake.repository(name)
+    if options.min_age < timedelta(0):
+        raise InvalidArgument("--min-age must not be negative")
+    now = utcnow()
+    policy_of, policy = resolve_policies(repo, options.cutoffs, options.default_cutoff, now)
+    check_namespace(repo)
+    spark = spark or _spark(options)
+    cutoff = now - options.min_age
+    summary = RunSummary(new_run_id(now), name, RunState.MARKING, "clean", options.dry_run, options.mark_only,
+                         now.isoformat(), None, cutoff.isoformat(), options.min_age.total_seconds(), policy)
+    store = RunStore(lake.metastore, name)
+    store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
+                           "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
+    timed = _Timer(summary, phase)
+    with _recorded(store, repo, summary):
+        result = mark(spark, repo, summary.run_id, policy_of, cutoff, now, timed)
+        timed.stop()
+        summary.num_listed, summary.num_candidates = result.num_listed, result.num_candidates
+        summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason
+        summary.active_commits, summary.expired_commits = len(result.active), result.expired
+        store.transition(summary, RunState.MARKED)
+        write_summary(repo.storage, summary)
+    if not (options.dry_run or options.mark_only):
+        return sweep_run(lake, name, summary.run_id, phase, spark)
+    return summary
+
+
+def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda _p: None,
+              spark: "SparkSession | None" = None) -> RunSummary:
+    """Delete the candidates of a marked run, re-checking each against what references it now."""
+    repo = lake.repository(name)
+    store = RunStore(lake.metastore, name)
+    summary, params = store.get(run_id)
+    if summary.dry_run:
+        raise InvalidArgument(f"run {run_id} was a dry run and deletes nothing; use `gc run --mark-only` to sweep later")
+    if summary.state is not RunState.MARKED:
+        raise InvalidArgument(f"run {run_id} is {summary.state}: only a marked run can be swept")
+    marked_now = datetime.fromisoformat(params["now"])
+    policy_of, _ = resolve_policies(repo, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
+    check_namespace(repo)
+    spark = spark or _spark(GcOptions())
+    store.transition(summary, RunState.SWEEPING)
+    timed = _Timer(summary, phase)
+    with _recorded(store, repo, summary):
+        timed("re-checking and deleting candidates")
+        marked_active = set(json.loads(repo.storage.read(f"{run_prefix(run_id)}active_commits.json")))
+        deleted, nbytes, failed, revived = sweep(spark, repo, run_id, policy_of, marked_active, marked_now)
+        timed.stop()
+        summary.num_deleted, summary.bytes_deleted, summary.num_failed, summary.num_revived = deleted, nbytes, failed, revived
+        if failed:
+            raise LakegcError(f"{failed} object(s) could not be deleted; see {run_prefix(run_id)}deleted/ "
+                              "(run `gc run` again to retry them)")
+        store.transition(summary, RunState.SWEPT)
+        write_summary(repo.storage, summary)
+    return summary
+
+
+class _recorded:
+    """Any failure inside marks the run failed, keeps the error, writes the summary, and re-raises."""
+
+    def __init__(self, store: RunStore, repo: Repository, summary: RunSummary):
+        self.store, self.repo, self.summary = store, repo, summary
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[no-untyped-def]
+        if exc is None:
+            return False
+        self.summary.error = one_line(exc)
+        try:
+            self.store.transition(self.summary, RunState.FAILED)
+        finally:
+            write_summary(self.repo.storage, self.summary)
+        if not isinstance(exc, LakegcError) and isinstance(exc, Exception):
+            raise LakegcError(f"GC run {self.summary.run_id} failed: {self.summary.error}") from exc
+        return False
+
+
+class _Timer:
+    """Calls the phase callback and records how long each phase took in the summary."""
+
+    def __init__(self, summary: RunSummary, phase: Phase):
+        self.summary, self.phase = summary, phase
+        self.current: str | None = None
+        self.started = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        self.stop()
+        self.current, self.started = name, time.monotonic()
+        self.phase(name)
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.summary.phases[self.current] = round(time.monotonic() - self.started, 3)
+            self.current = None
+
+
+def one_line(exc: BaseException) -> str:
+    """The first meaningful line of an error, including errors raised inside Spark executors."""
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("lakegc.", "LakegcError", "ObjectNotFound", "OSError", "PermissionError")) or "Error:" in line:
+            return line[:500]
+    return text.splitlines()[0][:500]
+
+
+def _spark(options: GcOptions) -> "SparkSession":
+    from lakegc.gc.spark import spark_session
+
+    return spark_session(options.master, options.conf)
+
+
+if __name__ == "__main__":
+    from lakegc.cli.main import run
+
+    run()

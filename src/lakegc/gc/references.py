@@ -1,0 +1,125 @@
+"""What still references objects: the uncommitted snapshot (from the metastore) and the committed
+trees (ranges read on the executors).
+
+Order matters (seed 001): the uncommitted snapshot is taken *before* the commit graph is read, so an
+object committed in between is seen either as staged or as committed, never as neither.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+from lakegc.gc.active import CommitNode
+from lakegc.gc.arrowio import write_driver_parquet
+from lakegc.metastore import schema as t
+from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX
+from lakegc.repo.repository import Repository
+from lakegc.storage import normalize_location, open_storage, relative_to
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
+ADDRESS_SCHEMA = "address string"
+_BATCH = 50_000
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The small things the driver holds: commits, branch HEADs, tags."""
+
+    commits: dict[str, CommitNode]
+    metaranges: dict[str, str]  # commit id -> metarange id
+    branches: dict[str, str]  # branch -> HEAD commit id
+    tags: list[str]  # tagged commit ids
+
+
+def namespace_key(namespace: str, address: str, kind: str) -> str | None:
+    """An address as a key of the namespace, or None when it lies outside (then GC ignores it)."""
+    if kind == "relative":
+        return address
+    try:
+        return relative_to(namespace, normalize_location(address))
+    except Exception:  # an unparsable external address references nothing of ours
+        return None
+
+
+def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int, Graph]:
+    """Write every uncommitted reference (staged entries of all branches, copy records, live token
+    addresses) to `key`, then read the commit graph, in that order and in one read transaction."""
+    namespace = repo.info.storage_namespace
+    with repo.ms.read() as conn:
+        staged = conn.execution_options(stream_results=True).execute(
+            sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
+                t.staged_entries.c.repository == repo.name, t.staged_entries.c.tombstone.is_(False)))
+        copies = conn.execution_options(stream_results=True).execute(
+            sa.select(t.copy_records.c.address).where(t.copy_records.c.repository == repo.name))
+        tokens = conn.execution_options(stream_results=True).execute(
+            sa.select(t.address_tokens.c.address).where(
+                t.address_tokens.c.repository == repo.name, t.address_tokens.c.expires_at > now))
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for source, result, has_kind in (("staged", staged, True), ("copy", copies, False), ("token", tokens, False)):
+                for rows in result.partitions(_BATCH):
+                    keys = [namespace_key(namespace, r[0], r[1] if has_kind else "relative") for r in rows]
+                    kept = [k for k in keys if k is not None]
+                    yield pa.RecordBatch.from_pydict({"address": kept, "source": [source] * len(kept)},
+                                                     schema=UNCOMMITTED_SCHEMA)
+
+        count = write_driver_parquet(namespace, key, batches(), UNCOMMITTED_SCHEMA)
+        graph = _read_graph(conn, repo.name)
+    return count, graph
+
+
+def _read_graph(conn: sa.Connection, repo: str) -> Graph:
+    rows = conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date,
+                                  t.commits.c.metarange_id).where(t.commits.c.repository == repo)).all()
+    branches = dict(conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(t.branches.c.repository == repo)).all())
+    tags = list(conn.execute(sa.select(t.tags.c.commit_id).where(t.tags.c.repository == repo)).scalars())
+    return Graph({r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows},
+                 {r.id: r.metarange_id for r in rows}, branches, tags)
+
+
+def tree_addresses(spark: "SparkSession", namespace: str, metarange_ids: Iterable[str],
+                   exclude_ranges: "DataFrame | None" = None) -> tuple["DataFrame", "DataFrame"]:
+    """(addresses, range ids) of the trees: each distinct range is read once, on the executors.
+    Ranges in `exclude_ranges` are skipped (already read elsewhere)."""
+    mids = sorted(set(metarange_ids))
+
+    def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(namespace)
+        for batch in batches:
+            for mid in batch.column("metarange_id").to_pylist():
+                table = pq.read_table(io.BytesIO(storage.read(METARANGES_PREFIX + mid)), columns=["range_id"])
+                yield from table.to_batches()
+
+    def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(namespace)
+        for batch in batches:
+            for rid in batch.column("range_id").to_pylist():
+                table = pq.read_table(io.BytesIO(storage.read(RANGES_PREFIX + rid)), columns=["address", "address_kind"])
+                kinds = table.column("address_kind").to_pylist()
+                addresses = table.column("address").to_pylist()
+                if all(k == "relative" for k in kinds):
+                    yield pa.RecordBatch.from_pydict({"address": addresses})
+                else:
+                    keys = [namespace_key(namespace, a, k) for a, k in zip(addresses, kinds)]
+                    yield pa.RecordBatch.from_pydict({"address": [k for k in keys if k is not None]},
+                                                     schema=pa.schema([("address", pa.string())]))
+
+    parallelism = spark.sparkContext.defaultParallelism
+    mid_df = spark.createDataFrame([(m,) for m in mids], "metarange_id string") if mids else \
+        spark.createDataFrame([], "metarange_id string")
+    ranges = (mid_df.repartition(max(1, min(len(mids), parallelism * 4)))
+              .mapInArrow(read_metaranges, "range_id string").distinct())
+    if exclude_ranges is not None:
+        ranges = ranges.join(exclude_ranges, "range_id", "left_anti")
+    addresses = ranges.repartition(parallelism * 4).mapInArrow(read_ranges, ADDRESS_SCHEMA)
+    return addresses, ranges

@@ -1,0 +1,144 @@
+"""Retention rules: lakeFS's JSON per repository, and Nessie-style cutoff policies per run.
+
+Both end up as one `Policy` per starting point of the commit walk (see `active.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.timeutil import parse_date, parse_duration
+
+
+class InvalidRules(LakegcError):
+    pass
+
+
+class BranchRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    branch_id: str = Field(min_length=1)
+    retention_days: StrictInt = Field(ge=0)
+
+
+class GcRules(BaseModel):
+    """lakeFS-compatible: `{"default_retention_days": N, "branches": [{"branch_id", "retention_days"}]}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    default_retention_days: StrictInt = Field(ge=0)
+    branches: list[BranchRule]
+
+    def retention_days(self, branch: str | None) -> int:
+        for rule in self.branches:
+            if rule.branch_id == branch:
+                return rule.retention_days
+        return self.default_retention_days
+
+
+def parse_rules(text: str | bytes) -> GcRules:
+    """Validate rules; every problem becomes one InvalidRules line that names the field."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRules(f"invalid GC rules: not JSON ({exc})") from None
+    try:
+        rules = GcRules.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "rules"
+        raise InvalidRules(f"invalid GC rules: {where}: {first['msg']}") from None
+    seen = [r.branch_id for r in rules.branches]
+    if dupes := sorted({b for b in seen if seen.count(b) > 1}):
+        raise InvalidRules(f"invalid GC rules: branch {dupes[0]!r} has more than one rule")
+    return rules
+
+
+# -- policies -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KeepAll:
+    """NONE: every commit of the history stays."""
+
+
+@dataclass(frozen=True)
+class KeepSince:
+    """Keep what a retention reaching back to `threshold` keeps (lakeFS semantics)."""
+
+    threshold: datetime
+
+
+@dataclass(frozen=True)
+class KeepCount:
+    """Keep the newest `count` commits of the first-parent history, HEAD first."""
+
+    count: int
+
+
+Policy = Union[KeepAll, KeepSince, KeepCount]
+
+
+def parse_policy(text: str, now: datetime) -> Policy:
+    """`NONE`, a commit count (`10`), a duration (`7d`, `P7D`) or a date (ISO 8601)."""
+    value = text.strip()
+    if value.upper() == "NONE":
+        return KeepAll()
+    if re.fullmatch(r"\d+", value):
+        count = int(value)
+        if count < 1:
+            raise InvalidArgument(f"invalid cutoff policy {text!r}: a commit count must be at least 1")
+        return KeepCount(count)
+    try:
+        return KeepSince(now - parse_duration(value))
+    except InvalidArgument:
+        pass
+    try:
+        return KeepSince(parse_date(value))
+    except InvalidArgument:
+        raise InvalidArgument(f"invalid cutoff policy {text!r}: use a commit count, a duration (7d), "
+                              "a date (ISO 8601) or NONE") from None
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    pattern: re.Pattern[str]
+    policy: Policy
+
+
+def parse_cutoff(text: str, now: datetime) -> Cutoff:
+    """`REGEX=POLICY`; the regex is anchored (it must match the whole branch name)."""
+    regex, sep, policy = text.rpartition("=")
+    if not sep or not regex:
+        raise InvalidArgument(f"invalid cutoff {text!r}: expected REGEX=POLICY")
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise InvalidArgument(f"invalid cutoff {text!r}: bad regex ({exc})") from None
+    return Cutoff(pattern, parse_policy(policy, now))
+
+
+# A branch name (None for a dangling commit) -> its policy.
+PolicyOf = Callable[[Union[str, None]], Policy]
+
+
+def policies_from_rules(rules: GcRules | None, now: datetime) -> PolicyOf:
+    """Stored rules as policies; no rules at all keeps every commit."""
+    if rules is None:
+        return lambda _branch: KeepAll()
+    return lambda branch: KeepSince(now - timedelta(days=rules.retention_days(branch)))
+
+
+def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
+    """First matching cutoff wins; branches nothing matches, and dangling commits, get the default."""
+    def policy_of(branch: str | None) -> Policy:
+        if branch is not None:
+            for cutoff in cutoffs:
+                if cutoff.pattern.fullmatch(branch):
+                    return cutoff.policy
+        return default
+    return policy_of

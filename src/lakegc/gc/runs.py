@@ -1,0 +1,161 @@
+"""GC runs: ids that sort newest first, a checked state machine in the metastore, and run outputs.
+
+    marking -> marked -> sweeping -> swept        (and any of them -> failed, with the error kept)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+
+from lakegc.errors import LakegcError, NotFound
+from lakegc.metastore import Metastore
+from lakegc.metastore import schema as t
+from lakegc.storage import Storage
+from lakegc.timeutil import utcnow
+
+RUNS_PREFIX = "_lakegc/gc/"
+
+
+class RunState(StrEnum):
+    MARKING = "marking"
+    MARKED = "marked"
+    SWEEPING = "sweeping"
+    SWEPT = "swept"
+    FAILED = "failed"
+
+
+_NEXT: dict[RunState, set[RunState]] = {
+    RunState.MARKING: {RunState.MARKED, RunState.FAILED},
+    RunState.MARKED: {RunState.SWEEPING, RunState.FAILED},
+    RunState.SWEEPING: {RunState.SWEPT, RunState.FAILED},
+    RunState.SWEPT: set(),
+    RunState.FAILED: set(),
+}
+
+
+class IllegalTransition(LakegcError):
+    pass
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+def new_run_id(now: datetime) -> str:
+    """Inverted milliseconds, then randomness: a plain string sort lists the newest run first."""
+    return f"{10**13 - int(now.timestamp() * 1000):013d}-{secrets.token_hex(3)}"
+
+
+def run_prefix(run_id: str) -> str:
+    return f"{RUNS_PREFIX}{run_id}/"
+
+
+@dataclass
+class RunSummary:
+    """What a run did. Stored in the metastore (counts) and as summary.json beside its outputs."""
+
+    run_id: str
+    repository: str
+    state: RunState
+    mode: str
+    dry_run: bool
+    mark_only: bool
+    started_at: str
+    finished_at: str | None
+    cutoff_time: str
+    min_age_seconds: float
+    policy: str
+    num_listed: int = 0
+    num_candidates: int = 0
+    bytes_candidates: int = 0
+    candidates_by_reason: dict[str, int] = field(default_factory=dict)
+    num_deleted: int = 0
+    bytes_deleted: int = 0
+    num_failed: int = 0
+    num_revived: int = 0
+    active_commits: int = 0
+    expired_commits: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["state"] = str(self.state)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "RunSummary":
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in doc.items() if k in known}
+        values["state"] = RunState(values["state"])
+        return cls(**values)
+
+
+class RunStore:
+    """The gc_runs table: one row per run, state changes are compare-and-set."""
+
+    def __init__(self, metastore: Metastore, repository: str):
+        self.ms = metastore
+        self.repository = repository
+
+    def create(self, summary: RunSummary, parameters: dict[str, Any]) -> None:
+        with self.ms.write() as conn:
+            conn.execute(t.gc_runs.insert().values(
+                id=summary.run_id, repository=self.repository, kind="repository", state=str(summary.state),
+                started_at=datetime.fromisoformat(summary.started_at), parameters=parameters,
+                counts=summary.to_json(), error=None))
+
+    def transition(self, summary: RunSummary, to: RunState) -> None:
+        """Move `summary` to state `to`, but only from the state it is in: anything else is loud."""
+        if to not in _NEXT[summary.state]:
+            raise IllegalTransition(f"run {summary.run_id}: cannot go from {summary.state} to {to}")
+        frm = summary.state
+        summary.state = to
+        if to in (RunState.SWEPT, RunState.FAILED) or (to is RunState.MARKED and (summary.dry_run or summary.mark_only)):
+            summary.finished_at = utcnow().isoformat()
+        with self.ms.write() as conn:
+            moved = conn.execute(t.gc_runs.update().where(
+                t.gc_runs.c.id == summary.run_id, t.gc_runs.c.state == str(frm),
+            ).values(state=str(to), counts=summary.to_json(), error=summary.error,
+                     finished_at=datetime.fromisoformat(summary.finished_at) if summary.finished_at else None)).rowcount
+            if not moved:
+                current = conn.execute(sa.select(t.gc_runs.c.state).where(t.gc_runs.c.id == summary.run_id)).scalar()
+                summary.state = frm
+                raise IllegalTransition(f"run {summary.run_id}: expected state {frm}, but it is {current}")
+
+    def get(self, run_id: str) -> tuple[RunSummary, dict[str, Any]]:
+        with self.ms.read() as conn:
+            row = conn.execute(sa.select(t.gc_runs).where(
+                t.gc_runs.c.repository == self.repository, t.gc_runs.c.id == run_id)).first()
+        if row is None:
+            raise RunNotFound(f"GC run {run_id!r} not found in repository {self.repository!r}")
+        summary = RunSummary.from_json(dict(row.counts))
+        summary.state, summary.error = RunState(row.state), row.error
+        return summary, dict(row.parameters)
+
+    def list(self) -> list[RunSummary]:
+        with self.ms.read() as conn:
+            rows = conn.execute(sa.select(t.gc_runs).where(t.gc_runs.c.repository == self.repository)
+                                .order_by(t.gc_runs.c.id)).all()
+        out = []
+        for row in rows:
+            summary = RunSummary.from_json(dict(row.counts))
+            summary.state, summary.error = RunState(row.state), row.error
+            out.append(summary)
+        return out
+
+
+def write_summary(storage: Storage, summary: RunSummary) -> None:
+    storage.write(run_prefix(summary.run_id) + "summary.json", json.dumps(summary.to_json(), indent=2).encode())
+
+
+def output_keys(storage: Storage, run_id: str, name: str) -> list[str]:
+    """The Parquet parts of one output (`candidates`, `deleted`, ...) of a run."""
+    return [o.key for o in storage.list(f"{run_prefix(run_id)}{name}/") if o.key.endswith(".parquet")]

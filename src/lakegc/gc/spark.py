@@ -1,0 +1,44 @@
+"""The Spark session GC runs in: local mode by default, any master by URL, quiet unless asked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_CONF_DIR = Path(__file__).with_name("sparkconf")  # log4j2.properties: Spark's own logs quiet
+
+
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> "SparkSession":
+    """Get (or reuse) the session. Workers must run this interpreter, which has lakegc installed."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None and not conf:
+        return active
+    # The driver JVM starts before any conf applies (client mode); Spark puts SPARK_CONF_DIR on its
+    # classpath, where log4j2 finds our quiet configuration.
+    os.environ.setdefault("SPARK_CONF_DIR", str(_CONF_DIR))
+    builder = (SparkSession.builder.appName("lakegc")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2))))
+               .config("spark.sql.adaptive.enabled", "true")
+               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_CONF_DIR / 'log4j2.properties'}"))
+    if master:
+        builder = builder.master(master)
+    elif "spark.master" not in (conf or {}) and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master("local[*]")  # not under spark-submit, which brings its own master
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
