@@ -1,4 +1,4 @@
-"""`lakegc demo`: build the demo lake in a folder of its own and show it."""
+"""`lakegc demo`: build the demo lake in a folder of its own, run GC on it, show what it collected."""
 
 from __future__ import annotations
 
@@ -8,14 +8,20 @@ from pathlib import Path
 import typer
 
 from lakegc.cli import output
-from lakegc.demo import build_demo, namespace_objects
+from lakegc.cli.gc import candidate_rows, print_summary, progress
+from lakegc.demo import RULES, build_demo, namespace_objects
+from lakegc.gc.config import set_rules
+from lakegc.gc.job import GcOptions, run_gc
+from lakegc.gc.rules import GcRules
 from lakegc.repo.repository import Lake
 
 _MARK = ".lakegc-demo"
 
 
-def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace.")) -> None:
-    """Build a demo lake (branches, backdated commits, merges, uncommitted leftovers) and show it."""
+def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
+         master: str = typer.Option("local[2]", "--master", help="Spark master for the GC run.")) -> None:
+    """Build a demo lake (seed 000's example: main keeps 21 days, dev 7; plus uncommitted leftovers),
+    run GC on it and show what was collected."""
     directory = directory.resolve()
     if directory.exists() and any(directory.iterdir()):
         if not (directory / _MARK).exists():
@@ -23,13 +29,20 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     (directory / _MARK).touch()
-    lake = Lake(f"sqlite:///{directory / 'lakegc.db'}")
+    metastore = f"sqlite:///{directory / 'lakegc.db'}"
+    lake = Lake(metastore)
     with output.console.status("building the demo lake"):
         lake_demo = build_demo(lake, directory / "namespace")
     repo = lake_demo.repo
-    output.console.print(f"[bold]Demo repository[/bold] lakegc://{repo.name} at {repo.info.storage_namespace}")
-    output.table("BRANCH", "HEAD", "STAGED", rows=[[b.name, b.head[:12], len(repo.diff(b.name))] for b in repo.branches()])
+    set_rules(repo, GcRules.model_validate(RULES))
+    output.console.print(f"[bold]Demo repository[/bold] lakegc://{repo.name} at {repo.info.storage_namespace}: "
+                         f"{namespace_objects(repo)} objects under data/, rules {RULES}", markup=True)
     output.table("COMMIT", "DATE", "MESSAGE", title="lakegc log lakegc://demo/main",
                  rows=[[c.id[:12], output.when(c.creation_date), c.message] for c in repo.log("main")])
-    output.console.print(f"{namespace_objects(repo)} objects under data/ in the namespace. "
-                         f"Try: lakegc --metastore sqlite:///{directory / 'lakegc.db'} fs ls lakegc://demo/main/")
+    with progress("GC demo", quiet=False) as phase:
+        summary = run_gc(lake, repo.name, GcOptions(master=master), phase)
+    print_summary(summary, as_json=False)
+    output.table("DELETED ADDRESS", "SIZE", "REASON", title="What GC collected",
+                 rows=[[r["address"], r["size"], r["reason"]] for r in candidate_rows(repo.storage, summary.run_id, None)])
+    output.console.print(f"{namespace_objects(repo)} objects left under data/. Explore with: "
+                         f"lakegc --metastore {metastore} gc runs lakegc://demo", markup=False)

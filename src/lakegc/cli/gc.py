@@ -80,18 +80,18 @@ def run(ctx: typer.Context, uri: str,
     name = _repo_uri(uri)
     options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=parse_duration(min_age), clean=clean,
                         cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=_conf(conf))
-    with _progress(f"GC {name}") as phase:
+    with progress(f"GC {name}", quiet=as_json) as phase:
         summary = run_gc(state(ctx).lake, name, options, phase)
-    _print_summary(summary, as_json)
+    print_summary(summary, as_json)
 
 
 @app.command("sweep")
 def sweep(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> None:
     """Delete the candidates of a marked run, re-checking each first."""
     name = _repo_uri(uri)
-    with _progress(f"sweep {run_id}") as phase:
+    with progress(f"sweep {run_id}", quiet=as_json) as phase:
         summary = sweep_run(state(ctx).lake, name, run_id, phase)
-    _print_summary(summary, as_json)
+    print_summary(summary, as_json)
 
 
 @app.command("runs")
@@ -103,9 +103,9 @@ def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     if as_json:
         output.emit_json([s.to_json() for s in summaries])
         return
-    output.table("RUN", "STATE", "MODE", "STARTED", "CANDIDATES", "DELETED", "BYTES DELETED", "ERROR", rows=[
-        [s.run_id, s.state, s.mode + (" dry-run" if s.dry_run else ""), s.started_at[:19].replace("T", " "),
-         s.num_candidates, s.num_deleted, s.bytes_deleted, s.error] for s in summaries])
+    output.table("RUN", "STATE", "STARTED", "CANDIDATES", "DELETED", "BYTES", "NOTE", rows=[
+        [s.run_id, s.state, s.started_at[5:16].replace("T", " "), s.num_candidates, s.num_deleted, s.bytes_deleted,
+         (s.error or "")[:60] or ("dry run" if s.dry_run else s.mode)] for s in summaries])
 
 
 @app.command("show")
@@ -114,7 +114,7 @@ def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> Non
     name = _repo_uri(uri)
     state(ctx).lake.repository(name)
     summary, _ = RunStore(state(ctx).lake.metastore, name).get(run_id)
-    _print_summary(summary, as_json)
+    print_summary(summary, as_json)
 
 
 @app.command("candidates")
@@ -124,7 +124,7 @@ def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
     name = _repo_uri(uri)
     repo = state(ctx).lake.repository(name)
     RunStore(state(ctx).lake.metastore, name).get(run_id)
-    rows = _candidate_rows(repo.storage, run_id, limit)
+    rows = candidate_rows(repo.storage, run_id, limit)
     if as_json:
         sys.stdout.write("[")
         for i, row in enumerate(rows):
@@ -135,7 +135,7 @@ def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
                      rows=[[r["address"], r["size"], r["mtime"], r["reason"]] for r in rows])
 
 
-def _candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]:  # type: ignore[no-untyped-def]
+def candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]:  # type: ignore[no-untyped-def]
     """Stream the candidates Parquet parts batch by batch: the driver never holds them all."""
     import io
 
@@ -149,7 +149,7 @@ def _candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]: 
                 yield {**row, "mtime": row["mtime"].isoformat()}
 
 
-def _print_summary(summary: RunSummary, as_json: bool) -> None:
+def print_summary(summary: RunSummary, as_json: bool) -> None:
     if as_json:
         output.emit_json(summary.to_json())
         return
@@ -161,8 +161,9 @@ def _print_summary(summary: RunSummary, as_json: bool) -> None:
 
 
 @contextmanager
-def _progress(title: str) -> Iterator:  # type: ignore[type-arg]
-    """Phases as a live list on stderr: stdout stays clean for --json."""
+def progress(title: str, quiet: bool) -> Iterator:  # type: ignore[type-arg]
+    """Phases as a live list on a terminal's stderr; elsewhere one line per phase, none when `quiet`
+    (spark-submit merges stderr into stdout, which must hold only the JSON)."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=output.err_console, transient=False, disable=not output.err_console.is_terminal) as progress:
         current: list[int] = []
@@ -171,7 +172,7 @@ def _progress(title: str) -> Iterator:  # type: ignore[type-arg]
             if current:
                 progress.update(current[-1], completed=1, total=1)
             current.append(progress.add_task(f"{title}: {name}", total=None))
-            if not output.err_console.is_terminal:
+            if not output.err_console.is_terminal and not quiet:
                 output.err_console.print(f"{title}: {name}", markup=False, highlight=False)
 
         yield phase

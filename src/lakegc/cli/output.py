@@ -28,10 +28,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def emit_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()  # under spark-submit the JVM may outlive an unflushed Python child
 
 
 def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:
-    out = Table(*columns, title=title, box=None, header_style="bold", pad_edge=False)
+    out = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    for i, column in enumerate(columns):
+        out.add_column(column, no_wrap=i == 0, overflow="fold")
     for row in rows:
         out.add_row(*("" if v is None else str(v) for v in row))
     console.print(out)

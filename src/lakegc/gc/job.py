@@ -2,9 +2,7 @@
 
 Everything that can be wrong with the input (unknown repository, bad rules or cutoffs, a namespace
 that is unreachable or not this repository's, a metastore error) fails here, before any listing and
-so before any deletion. Under spark-submit this file is the application:
-
-    spark-submit "$(python -c 'import lakegc.gc.job as j; print(j.__file__)')" gc run lakegc://REPO
+so before any deletion. Under spark-submit, see `lakegc.submit`.
 """
 
 from __future__ import annotations
@@ -182,9 +180,3 @@ def _spark(options: GcOptions) -> "SparkSession":
     from lakegc.gc.spark import spark_session
 
     return spark_session(options.master, options.conf)
-
-
-if __name__ == "__main__":
-    from lakegc.cli.main import run
-
-    run()
