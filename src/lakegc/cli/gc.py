@@ -168,12 +168,13 @@ def progress(title: str, quiet: bool) -> Iterator:  # type: ignore[type-arg]
                   console=output.err_console, transient=False, disable=not output.err_console.is_terminal) as progress:
         current: list[int] = []
 
-        def phase(name: str) -> None:
+        def phase(name: str, detail: str = "") -> None:
             if current:
                 progress.update(current[-1], completed=1, total=1)
-            current.append(progress.add_task(f"{title}: {name}", total=None))
+            line = f"{title}: {name}" + (f" ({detail})" if detail else "")
+            current.append(progress.add_task(line, total=None))
             if not output.err_console.is_terminal and not quiet:
-                output.err_console.print(f"{title}: {name}", markup=False, highlight=False)
+                output.err_console.print(line, markup=False, highlight=False)
 
         yield phase
         if current:

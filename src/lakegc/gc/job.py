@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MIN_AGE = timedelta(hours=24)
-Phase = Callable[[str], None]
+Phase = Callable[..., None]  # phase(name, detail="")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def check_namespace(repo: Repository) -> None:
         raise NamespaceError(f"namespace {repo.info.storage_namespace} belongs to repository {owner!r}, not {repo.name!r}")
 
 
-def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda _p: None,
+def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: None,
            spark: "SparkSession | None" = None) -> RunSummary:
     """Mark, then (unless dry-run or mark-only) sweep. Returns the run's summary."""
     repo = lake.repository(name)
@@ -95,7 +95,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda _p: 
     return summary
 
 
-def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda _p: None,
+def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda *_: None,
               spark: "SparkSession | None" = None) -> RunSummary:
     """Delete the candidates of a marked run, re-checking each against what references it now."""
     repo = lake.repository(name)
@@ -112,7 +112,7 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda _p: None
     store.transition(summary, RunState.SWEEPING)
     timed = _Timer(summary, phase)
     with _recorded(store, repo, summary):
-        timed("re-checking and deleting candidates")
+        timed("re-checking and deleting candidates", f"{summary.num_candidates} candidates")
         marked_active = set(json.loads(repo.storage.read(f"{run_prefix(run_id)}active_commits.json")))
         deleted, nbytes, failed, revived = sweep(spark, repo, run_id, policy_of, marked_active, marked_now)
         timed.stop()
@@ -155,10 +155,10 @@ class _Timer:
         self.current: str | None = None
         self.started = time.monotonic()
 
-    def __call__(self, name: str) -> None:
+    def __call__(self, name: str, detail: str = "") -> None:
         self.stop()
         self.current, self.started = name, time.monotonic()
-        self.phase(name)
+        self.phase(name, detail)
 
     def stop(self) -> None:
         if self.current is not None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CANDIDATES_SCHEMA = "address string, size long, mtime timestamp, reason string"
-Phase = Callable[[str], None]
+Phase = Callable[..., None]  # phase(name, detail="")
 
 
 @dataclass
@@ -48,20 +48,20 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Policy
     namespace = repo.info.storage_namespace
     prefix = run_prefix(run_id)
 
-    phase("listing the namespace")
     slice_names = slices(repo.storage)
+    phase("listing the namespace", f"{len(slice_names)} slices + root")
     listing = list_namespace(spark, namespace, slice_names, cutoff).persist()
     num_listed = listing.count()  # listed first: the order below is what makes concurrent writes safe
 
-    phase("snapshotting uncommitted references")
+    phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
     uncommitted_key = f"{prefix}uncommitted/part-0.parquet"
     num_uncommitted, graph = snapshot_uncommitted(repo, uncommitted_key, now)
 
-    phase("choosing active commits")
+    phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
     active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
     repo.storage.write(f"{prefix}active_commits.json", json.dumps(sorted(active)).encode())
 
-    phase("reading committed trees")
+    phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
     candidates = _candidates(spark, namespace, listing, graph, active, uncommitted_key)
     write_parquet(candidates, namespace, f"{prefix}candidates")
     listing.unpersist()
@@ -80,7 +80,9 @@ def _candidates(spark: "SparkSession", namespace: str, listing: "DataFrame", gra
     committed, active_ranges = tree_addresses(spark, namespace, (graph.metaranges[c] for c in active))
     uncommitted = read_parquet(spark, namespace, [uncommitted_key], "address string, source string").select("address")
     unreferenced = listing.join(committed.union(uncommitted), "address", "left_anti")
-    expired_mids = (graph.metaranges[c] for c in graph.commits if c not in active)
+    expired_mids = [graph.metaranges[c] for c in graph.commits if c not in active]
+    if not expired_mids:  # nothing expired: every candidate is uncommitted garbage
+        return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))
     expired, _ = tree_addresses(spark, namespace, expired_mids, exclude_ranges=active_ranges)
     flagged = expired.distinct().withColumn("in_expired_commit", F.lit(True))
     return (unreferenced.join(flagged, "address", "left")

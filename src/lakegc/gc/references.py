@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ from lakegc.storage import normalize_location, open_storage, relative_to
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+COPY_RECORD_WINDOW = timedelta(days=1)
 UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
 ADDRESS_SCHEMA = "address string"
 _BATCH = 50_000
@@ -52,15 +53,20 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
 
 
 def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int, Graph]:
-    """Write every uncommitted reference (staged entries of all branches, copy records, live token
-    addresses) to `key`, then read the commit graph, in that order and in one read transaction."""
+    """Write every uncommitted reference (staged entries of all branches, recent copy records, live
+    token addresses) to `key`, then read the commit graph, in that order and in one read transaction.
+
+    Copy records guard the race between a shallow copy and this snapshot (seed 001); the copy's own
+    staged entry or commit is the lasting reference, so records older than COPY_RECORD_WINDOW no
+    longer count (otherwise one copy, later reset, would pin its object forever)."""
     namespace = repo.info.storage_namespace
     with repo.ms.read() as conn:
         staged = conn.execution_options(stream_results=True).execute(
             sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
                 t.staged_entries.c.repository == repo.name, t.staged_entries.c.tombstone.is_(False)))
         copies = conn.execution_options(stream_results=True).execute(
-            sa.select(t.copy_records.c.address).where(t.copy_records.c.repository == repo.name))
+            sa.select(t.copy_records.c.address).where(
+                t.copy_records.c.repository == repo.name, t.copy_records.c.created_at > now - COPY_RECORD_WINDOW))
         tokens = conn.execution_options(stream_results=True).execute(
             sa.select(t.address_tokens.c.address).where(
                 t.address_tokens.c.repository == repo.name, t.address_tokens.c.expires_at > now))
