@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.gc.config import get_rules
@@ -125,26 +126,21 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda *_: None
     return summary
 
 
-class _recorded:
-    """Any failure inside marks the run failed, keeps the error, writes the summary, and re-raises."""
-
-    def __init__(self, store: RunStore, repo: Repository, summary: RunSummary):
-        self.store, self.repo, self.summary = store, repo, summary
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type, exc, tb) -> bool:  # type: ignore[no-untyped-def]
-        if exc is None:
-            return False
-        self.summary.error = one_line(exc)
+@contextmanager
+def _recorded(store: RunStore, repo: Repository, summary: RunSummary) -> Iterator[None]:
+    """Any failure inside marks the run failed, keeps the error, writes the summary, and re-raises
+    (unexpected errors as one readable LakegcError line)."""
+    try:
+        yield
+    except BaseException as exc:
+        summary.error = one_line(exc)
         try:
-            self.store.transition(self.summary, RunState.FAILED)
+            store.transition(summary, RunState.FAILED)
         finally:
-            write_summary(self.repo.storage, self.summary)
-        if not isinstance(exc, LakegcError) and isinstance(exc, Exception):
-            raise LakegcError(f"GC run {self.summary.run_id} failed: {self.summary.error}") from exc
-        return False
+            write_summary(repo.storage, summary)
+        if isinstance(exc, Exception) and not isinstance(exc, LakegcError):
+            raise LakegcError(f"GC run {summary.run_id} failed: {summary.error}") from exc
+        raise
 
 
 class _Timer:
