@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
 
-from lakegc.gc.rules import GcRules
+from lakegc.gc.rules import GcRules, parse_rules
 from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
 
@@ -18,7 +20,8 @@ def set_rules(repo: Repository, rules: GcRules) -> None:
 def get_rules(repo: Repository) -> GcRules | None:
     with repo.ms.read() as conn:
         doc = conn.execute(sa.select(t.gc_rules.c.rules).where(t.gc_rules.c.repository == repo.name)).scalar()
-    return None if doc is None else GcRules.model_validate(doc)
+    # Validated again on the way out: a row edited by hand gets the same one-line error as set-config.
+    return None if doc is None else parse_rules(json.dumps(doc))
 
 
 def delete_rules(repo: Repository) -> bool:
