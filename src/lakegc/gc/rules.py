@@ -88,7 +88,7 @@ def parse_policy(text: str, now: datetime) -> Policy:
     value = text.strip()
     if value.upper() == "NONE":
         return KeepAll()
-    if re.fullmatch(r"\d+", value):
+    if re.fullmatch(r"[+-]?\d+", value):  # an integer is always a count (dates are ISO 8601 here)
         count = int(value)
         if count < 1:
             raise InvalidArgument(f"invalid cutoff policy {text!r}: a commit count must be at least 1")
@@ -130,7 +130,14 @@ def policies_from_rules(rules: GcRules | None, now: datetime) -> PolicyOf:
     """Stored rules as policies; no rules at all keeps every commit."""
     if rules is None:
         return lambda _branch: KeepAll()
-    return lambda branch: KeepSince(now - timedelta(days=rules.retention_days(branch)))
+    return lambda branch: _retention(now, rules.retention_days(branch))
+
+
+def _retention(now: datetime, days: int) -> Policy:
+    """A retention reaching back before year 1 keeps everything (and must not overflow)."""
+    if days >= (now - datetime.min.replace(tzinfo=now.tzinfo)).days:
+        return KeepAll()
+    return KeepSince(now - timedelta(days=days))
 
 
 def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
