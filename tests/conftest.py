@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -84,8 +85,7 @@ def short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     patch_short_lock_wait(monkeypatch)
 
 
-@pytest.fixture
-def cli(env: Env) -> Callable[..., CliResult]:
+def make_cli(env: Env) -> Callable[..., CliResult]:
     """Run the real CLI in-process: `cli("fs", "cat", uri)`; `ok=True` asserts exit 0."""
     runner = CliRunner()
 
@@ -97,6 +97,11 @@ def cli(env: Env) -> Callable[..., CliResult]:
         return out
 
     return run
+
+
+@pytest.fixture
+def cli(env: Env) -> Callable[..., CliResult]:
+    return make_cli(env)
 
 
 @pytest.fixture
@@ -169,3 +174,12 @@ def age_objects(namespace: Path, when: datetime, prefix: str = "data/") -> int:
             os.utime(path, (when.timestamp(), when.timestamp()))
             count += 1
     return count
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under `root`: size, mtime (ns) and content hash, to prove nothing changed."""
+    if not root.exists():
+        return {}
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
+                                             hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}

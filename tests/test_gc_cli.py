@@ -6,7 +6,6 @@ so that each contract test checks one promise against recorded results without p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -16,10 +15,8 @@ from typing import Any, Callable
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from conftest import CliResult, Env, one_error
-from lakegc.cli.main import app
+from conftest import CliResult, Env, make_cli, one_error, snapshot
 from lakegc.repo.repository import Lake
 from lakegc.timeutil import as_utc, utcnow
 
@@ -32,29 +29,6 @@ Cli = Callable[..., CliResult]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def make_cli(env: Env) -> Cli:
-    """The conftest `cli` fixture, for the module-scoped lifecycle."""
-    runner = CliRunner()
-
-    def run(*args: str, input: bytes | str | None = None, ok: bool = True) -> CliResult:
-        result = runner.invoke(app, list(args), input=input, env=env.environ(), catch_exceptions=False)
-        out = CliResult(result.exit_code, result.stdout, result.stderr)
-        if ok:
-            assert out.exit_code == 0, f"lakegc {' '.join(args)} -> {out.exit_code}: {out.stderr}"
-        return out
-
-    return run
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
-    """Every file under `root`: size, mtime (ns) and content hash."""
-    if not root.exists():
-        return {}
-    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
-                                             hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def data(ns: Path) -> dict[str, tuple[int, int, str]]:
     return {k: v for k, v in snapshot(ns).items() if k.startswith("data/")}
 

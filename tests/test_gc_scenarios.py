@@ -8,7 +8,6 @@ still reads back, and nothing outside the namespace, under `_lakegc/` or younger
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -20,10 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 import sqlalchemy as sa
-from typer.testing import CliRunner
 
-from conftest import CliResult, Env, one_error
-from lakegc.cli.main import app
+from conftest import CliResult, Env, make_cli, one_error, snapshot
 from lakegc.metastore import schema as t
 from lakegc.timeutil import as_utc, utcnow
 
@@ -32,20 +29,6 @@ Cli = Callable[..., CliResult]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def make_cli(env: Env) -> Cli:
-    """The conftest `cli` fixture, for module-scoped scenarios (one build, one GC run, many tests)."""
-    runner = CliRunner()
-
-    def run(*args: str, input: bytes | str | None = None, ok: bool = True) -> CliResult:
-        result = runner.invoke(app, list(args), input=input, env=env.environ(), catch_exceptions=False)
-        out = CliResult(result.exit_code, result.stdout, result.stderr)
-        if ok:
-            assert out.exit_code == 0, f"lakegc {' '.join(args)} -> {out.exit_code}: {out.stderr}"
-        return out
-
-    return run
-
-
 def module_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> Env:
     root = tmp_path_factory.mktemp(name)
     return Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
@@ -62,15 +45,6 @@ def iso(when: datetime) -> str:
 
 def age(path: Path, when: datetime) -> None:
     os.utime(path, (when.timestamp(), when.timestamp()))
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
-    """Every file under `root`: size, mtime (ns) and content hash."""
-    if not root.exists():
-        return {}
-    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
-                                             hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def data_keys(ns: Path) -> set[str]:
