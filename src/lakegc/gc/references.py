@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
+from lakegc.errors import LakegcError
 from lakegc.gc.active import CommitNode
 from lakegc.gc.arrowio import write_driver_parquet
 from lakegc.metastore import schema as t
@@ -48,7 +49,7 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
         return address
     try:
         return relative_to(namespace, normalize_location(address))
-    except Exception:  # an unparsable external address references nothing of ours
+    except LakegcError:  # an unparsable external address references nothing of ours
         return None
 
 
