@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from contextlib import contextmanager
@@ -137,8 +138,6 @@ def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
 
 def candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]:  # type: ignore[no-untyped-def]
     """Stream the candidates Parquet parts batch by batch: the driver never holds them all."""
-    import io
-
     shown = 0
     for key in output_keys(storage, run_id, "candidates"):
         for batch in pq.ParquetFile(io.BytesIO(storage.read(key))).iter_batches(batch_size=10_000):

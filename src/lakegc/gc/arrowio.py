@@ -41,32 +41,34 @@ def write_parquet(df: "DataFrame", namespace: str, prefix: str) -> list[tuple[st
     """Write each partition of `df` as one Parquet part under `prefix/`; returns (key, rows) per part
     (a short list: one row per partition, never the data)."""
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
-        sink, writer, rows = io.BytesIO(), None, 0
+        key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
+        rows = _store(namespace, key, batches, schema=None)
+        if rows is not None:  # an empty partition writes no part
+            yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
+
+    return [(r.key, r.rows) for r in df.mapInArrow(write, PART_SCHEMA).collect()]
+
+
+def write_driver_parquet(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
+    """Stream batches from the driver into one Parquet object (written even when empty, since
+    readers expect it); returns the rows written."""
+    return _store(namespace, key, batches, schema) or 0
+
+
+def _store(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
+    """Write batches to `key` through a spooled temp file, so neither driver nor executor holds the
+    whole set. With no schema, it comes from the first batch, and no batch means no object (None)."""
+    rows = 0
+    with tempfile.SpooledTemporaryFile(max_size=32 << 20) as sink:
+        writer = None if schema is None else pq.ParquetWriter(sink, schema, compression="zstd")
         for batch in batches:
             if writer is None:
                 writer = pq.ParquetWriter(sink, batch.schema, compression="zstd")
             writer.write_batch(batch)
             rows += batch.num_rows
         if writer is None:
-            return
+            return None
         writer.close()
-        key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-        storage.write(key, sink.getvalue())
-        yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
-
-    return [(r.key, r.rows) for r in df.mapInArrow(write, PART_SCHEMA).collect()]
-
-
-def write_driver_parquet(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
-    """Stream batches from the driver into one Parquet object through a spooled temp file, so the
-    driver never holds the whole set; returns the rows written."""
-    rows = 0
-    with tempfile.SpooledTemporaryFile(max_size=32 << 20) as sink:
-        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-                rows += batch.num_rows
         sink.seek(0)
         open_storage(namespace).write(key, sink)
     return rows

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from lakegc.gc.active import active_commits
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.listing import list_namespace, slices
-from lakegc.gc.references import Graph, snapshot_uncommitted, tree_addresses
+from lakegc.gc.references import Graph, referenced, snapshot_uncommitted, tree_addresses
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
@@ -77,9 +77,8 @@ def _candidates(spark: "SparkSession", namespace: str, listing: "DataFrame", gra
                 uncommitted_key: str) -> "DataFrame":
     from pyspark.sql import functions as F
 
-    committed, active_ranges = tree_addresses(spark, namespace, (graph.metaranges[c] for c in active))
-    uncommitted = read_parquet(spark, namespace, [uncommitted_key], "address string, source string").select("address")
-    unreferenced = listing.join(committed.union(uncommitted), "address", "left_anti")
+    protected, active_ranges = referenced(spark, namespace, (graph.metaranges[c] for c in active), uncommitted_key)
+    unreferenced = listing.join(protected, "address", "left_anti")
     expired_mids = [graph.metaranges[c] for c in graph.commits if c not in active]
     if not expired_mids:  # nothing expired: every candidate is uncommitted garbage
         return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from lakegc.errors import LakegcError
 from lakegc.gc.active import CommitNode
-from lakegc.gc.arrowio import write_driver_parquet
+from lakegc.gc.arrowio import read_parquet, write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX
 from lakegc.repo.repository import Repository
@@ -130,3 +130,11 @@ def tree_addresses(spark: "SparkSession", namespace: str, metarange_ids: Iterabl
         ranges = ranges.join(exclude_ranges, "range_id", "left_anti")
     addresses = ranges.repartition(parallelism * 4).mapInArrow(read_ranges, ADDRESS_SCHEMA)
     return addresses, ranges
+
+
+def referenced(spark: "SparkSession", namespace: str, metarange_ids: Iterable[str],
+               uncommitted_key: str) -> tuple["DataFrame", "DataFrame"]:
+    """(addresses, range ids): every address the trees or the uncommitted snapshot reference."""
+    committed, ranges = tree_addresses(spark, namespace, metarange_ids)
+    uncommitted = read_parquet(spark, namespace, [uncommitted_key], "address string, source string").select("address")
+    return committed.union(uncommitted), ranges

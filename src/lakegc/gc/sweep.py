@@ -16,7 +16,7 @@ import pyarrow as pa
 from lakegc.gc.active import active_commits
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.mark import CANDIDATES_SCHEMA
-from lakegc.gc.references import snapshot_uncommitted, tree_addresses
+from lakegc.gc.references import referenced, snapshot_uncommitted
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
@@ -55,10 +55,9 @@ def _protected_now(spark: "SparkSession", repo: Repository, uncommitted_key: str
     """Addresses referenced now that the mark did not count as referenced."""
     _, graph = snapshot_uncommitted(repo, uncommitted_key, now)
     newly_active = active_commits(graph.commits, graph.branches, policy_of, graph.tags) - marked_active
-    committed, _ = tree_addresses(spark, repo.info.storage_namespace, (graph.metaranges[c] for c in newly_active))
-    uncommitted = read_parquet(spark, repo.info.storage_namespace, [uncommitted_key],
-                               "address string, source string").select("address")
-    return committed.union(uncommitted).distinct()
+    protected, _ = referenced(spark, repo.info.storage_namespace, (graph.metaranges[c] for c in newly_active),
+                              uncommitted_key)
+    return protected.distinct()
 
 
 def _delete(namespace: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

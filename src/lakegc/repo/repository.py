@@ -327,12 +327,10 @@ class Repository:
         key, kind = self._classify_address(address)
         entry = Entry(path, key, kind, size, checksum, utcnow(), json.dumps(metadata, sort_keys=True) if metadata else None)
         claims = self._verified_claims(token, key) if kind is AddressKind.RELATIVE else None
-        if claims is not None and claims.address != key:
-            raise InvalidToken("invalid token: it was issued for another repository, branch, path or address")
         with self.ms.write() as conn:
             self._branch_head(conn, branch)
             if claims is not None:
-                self._redeem(conn, claims, branch, path)
+                self._redeem(conn, claims, branch, path, key)
             self._stage(conn, branch, entry)
         return entry
 
@@ -353,9 +351,9 @@ class Repository:
             raise InvalidToken(f"address {key!r} is inside the namespace: link it with the token from `fs get-address`")
         return tokens.verify(self.lake.token_secret(), token, now=utcnow())
 
-    def _redeem(self, conn: Connection, claims: tokens.TokenClaims, branch: str, path: str) -> None:
+    def _redeem(self, conn: Connection, claims: tokens.TokenClaims, branch: str, path: str, key: str) -> None:
         """Tokens are single-use: redeeming deletes the issued row in the same transaction that stages."""
-        if (claims.repository, claims.branch, claims.path) != (self.name, branch, path):
+        if (claims.repository, claims.branch, claims.path, claims.address) != (self.name, branch, path, key):
             raise InvalidToken("invalid token: it was issued for another repository, branch, path or address")
         redeemed = conn.execute(t.address_tokens.delete().where(
             self._of(t.address_tokens), t.address_tokens.c.address == claims.address)).rowcount
