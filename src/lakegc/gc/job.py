@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.gc.config import get_rules
-from lakegc.gc.mark import mark
+from lakegc.gc.incremental import Plan, plan
+from lakegc.gc.lease import Lease
+from lakegc.gc.mark import BASE_OUTPUTS, SETTLED, mark
 from lakegc.gc.rules import KeepAll, PolicyOf, parse_cutoff, parse_policy, policies_from_cutoffs, policies_from_rules
-from lakegc.gc.runs import RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
+from lakegc.gc.runs import IllegalTransition, RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
 from lakegc.gc.sweep import sweep
 from lakegc.repo.repository import Lake, Repository
 from lakegc.storage.namespace import MARKER
@@ -75,25 +77,44 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
     now = utcnow()
     policy_of, policy = resolve_policies(repo, options.cutoffs, options.default_cutoff, now)
     check_namespace(repo)
-    spark = spark or _spark(options)
-    cutoff = now - options.min_age
-    summary = RunSummary(new_run_id(now), name, RunState.MARKING, "clean", options.dry_run, options.mark_only,
-                         now.isoformat(), None, cutoff.isoformat(), options.min_age.total_seconds(), policy)
     store = RunStore(lake.metastore, name)
-    store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
-                           "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
-    timed = _Timer(summary, phase)
-    with _recorded(store, repo, summary):
-        result = mark(spark, repo, summary.run_id, policy_of, cutoff, now, timed)
-        timed.stop()
-        summary.num_listed, summary.num_candidates = result.num_listed, result.num_candidates
-        summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason
-        summary.active_commits, summary.expired_commits = len(result.active), result.expired
-        store.transition(summary, RunState.MARKED)
-        write_summary(repo.storage, summary)
-    if not (options.dry_run or options.mark_only):
-        return sweep_run(lake, name, summary.run_id, phase, spark)
-    return summary
+    run_id = new_run_id(now)
+    with Lease(lake.metastore, name, run_id) as lease:
+        _report_interrupted(store, repo, lease.interrupted)
+        plan = plan_run(store, repo, options, policy)
+        spark = spark or _spark(options)
+        summary = RunSummary(run_id, name, RunState.MARKING, plan.mode, options.dry_run, options.mark_only,
+                             now.isoformat(), None, (now - options.min_age).isoformat(),
+                             options.min_age.total_seconds(), policy, mode_reason=plan.reason,
+                             base_run_id=plan.base.run_id if plan.base else None)
+        store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
+                               "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
+        timed = _Timer(summary, phase)
+        with _recorded(store, repo, summary):
+            result = mark(spark, repo, run_id, plan, policy_of, now, options.min_age, timed)
+            timed.stop()
+            summary.num_listed, summary.num_candidates = result.num_listed, result.num_candidates
+            summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason
+            summary.active_commits, summary.expired_commits = len(result.active), result.expired
+            summary.num_slices_listed, summary.num_slices_skipped = result.slices_listed, result.slices_skipped
+            summary.num_rechecked = result.num_rechecked
+            store.transition(summary, RunState.MARKED)
+            write_summary(repo.storage, summary)
+        if options.dry_run or options.mark_only:
+            return summary
+        return _sweep(store, repo, summary, phase, spark, lease)
+
+
+def plan_run(store: RunStore, repo: Repository, options: GcOptions, policy: str) -> Plan:
+    """Clean or incremental (see `incremental.plan`), with the base run's settled slices."""
+    def missing(run: RunSummary) -> list[str]:
+        return [name for name in BASE_OUTPUTS if not repo.storage.exists(run_prefix(run.run_id) + name)]
+
+    chosen = plan(store.list(), options.clean, policy, options.min_age.total_seconds(), missing)
+    if chosen.base is None:
+        return chosen
+    settled = json.loads(repo.storage.read(run_prefix(chosen.base.run_id) + SETTLED))
+    return replace(chosen, settled=frozenset(settled))
 
 
 def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda *_: None,
@@ -101,29 +122,44 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda *_: None
     """Delete the candidates of a marked run, re-checking each against what references it now."""
     repo = lake.repository(name)
     store = RunStore(lake.metastore, name)
-    summary, params = store.get(run_id)
+    summary, _ = store.get(run_id)
     if summary.dry_run:
         raise InvalidArgument(f"run {run_id} was a dry run and deletes nothing; use `gc run --mark-only` to sweep later")
-    if summary.state is not RunState.MARKED:
-        raise InvalidArgument(f"run {run_id} is {summary.state}: only a marked run can be swept")
+    check_namespace(repo)
+    with Lease(lake.metastore, name, run_id) as lease:
+        _report_interrupted(store, repo, lease.interrupted)
+        summary, _ = store.get(run_id)
+        if summary.state is not RunState.MARKED:
+            raise InvalidArgument(f"run {run_id} is {summary.state}: only a marked run can be swept")
+        return _sweep(store, repo, summary, phase, spark or _spark(GcOptions()), lease)
+
+
+def _sweep(store: RunStore, repo: Repository, summary: RunSummary, phase: Phase, spark: "SparkSession",
+           lease: Lease) -> RunSummary:
+    _, params = store.get(summary.run_id)
     marked_now = datetime.fromisoformat(params["now"])
     policy_of, _ = resolve_policies(repo, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
-    check_namespace(repo)
-    spark = spark or _spark(GcOptions())
     store.transition(summary, RunState.SWEEPING)
     timed = _Timer(summary, phase)
     with _recorded(store, repo, summary):
         timed("re-checking and deleting candidates", f"{summary.num_candidates} candidates")
-        marked_active = set(json.loads(repo.storage.read(f"{run_prefix(run_id)}active_commits.json")))
-        deleted, nbytes, failed, revived = sweep(spark, repo, run_id, policy_of, marked_active, marked_now)
+        marked_active = set(json.loads(repo.storage.read(f"{run_prefix(summary.run_id)}active_commits.json")))
+        deleted, nbytes, failed, revived = sweep(spark, repo, summary.run_id, policy_of, marked_active, marked_now,
+                                                 before_delete=lease.check)
         timed.stop()
         summary.num_deleted, summary.bytes_deleted, summary.num_failed, summary.num_revived = deleted, nbytes, failed, revived
         if failed:
-            raise LakegcError(f"{failed} object(s) could not be deleted; see {run_prefix(run_id)}deleted/ "
+            raise LakegcError(f"{failed} object(s) could not be deleted; see {run_prefix(summary.run_id)}deleted/ "
                               "(run `gc run` again to retry them)")
         store.transition(summary, RunState.SWEPT)
         write_summary(repo.storage, summary)
     return summary
+
+
+def _report_interrupted(store: RunStore, repo: Repository, run_ids: list[str]) -> None:
+    """Rewrite the summary.json of runs the lease found dead, so the namespace says so too."""
+    for run_id in run_ids:
+        write_summary(repo.storage, store.get(run_id)[0])
 
 
 @contextmanager
@@ -136,6 +172,8 @@ def _recorded(store: RunStore, repo: Repository, summary: RunSummary) -> Iterato
         summary.error = one_line(exc)
         try:
             store.transition(summary, RunState.FAILED)
+        except IllegalTransition:
+            pass  # already closed (its lease was taken over): the original error is the one to tell
         finally:
             write_summary(repo.storage, summary)
         if isinstance(exc, Exception) and not isinstance(exc, LakegcError):

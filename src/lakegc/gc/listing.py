@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 
 from lakegc.repo.slices import DATA_PREFIX
-from lakegc.storage import Storage, open_storage
+from lakegc.storage import ObjectInfo, Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 LISTING_SCHEMA = pa.schema([("address", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC")),
-                            ("slice", pa.string())])
-LISTING_DDL = "address string, size long, mtime timestamp, slice string"
+                            ("slice", pa.string()), ("young", pa.bool_())])
+LISTING_DDL = "address string, size long, mtime timestamp, slice string, young boolean"
 _ROOT = ""  # the pseudo-slice standing for the namespace root's own files
 _BATCH = 10_000
 
@@ -31,7 +31,8 @@ def slices(storage: Storage) -> list[str]:
 
 
 def list_namespace(spark: "SparkSession", namespace: str, slice_names: list[str], older_than: datetime) -> "DataFrame":
-    """Objects of the given slices (and the root) last modified before `older_than`."""
+    """Objects of the given slices (and the root); `young` marks those modified at or after
+    `older_than` (never candidates, and they keep their slice from settling)."""
     cutoff = older_than
 
     def list_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -42,7 +43,7 @@ def list_namespace(spark: "SparkSession", namespace: str, slice_names: list[str]
                     objects = storage.list("", recursive=False)
                 else:
                     objects = storage.list(f"{DATA_PREFIX}{name}/")
-                yield from _batches(objects, name, cutoff)
+                yield from _batches(((obj, name) for obj in objects), cutoff)
 
     names = [_ROOT, *slice_names]
     df = spark.createDataFrame([(n,) for n in names], "slice string")
@@ -50,17 +51,32 @@ def list_namespace(spark: "SparkSession", namespace: str, slice_names: list[str]
         list_slices, LISTING_DDL)
 
 
-def _batches(objects: Iterator, slice_name: str, cutoff: datetime) -> Iterator[pa.RecordBatch]:
-    cols: dict[str, list] = {"address": [], "size": [], "mtime": [], "slice": []}
-    for obj in objects:
-        if obj.mtime >= cutoff:
-            continue  # younger than min-age: in flight, never a candidate
+def _batches(objects: Iterator[tuple[ObjectInfo, str]], cutoff: datetime) -> Iterator[pa.RecordBatch]:
+    """(object, its slice) pairs as listing batches."""
+    cols: dict[str, list] = {"address": [], "size": [], "mtime": [], "slice": [], "young": []}
+    for obj, slice_name in objects:
         cols["address"].append(obj.key)
         cols["size"].append(obj.size)
         cols["mtime"].append(obj.mtime)
         cols["slice"].append(slice_name)
+        cols["young"].append(obj.mtime >= cutoff)
         if len(cols["address"]) >= _BATCH:
             yield pa.RecordBatch.from_pydict(cols, schema=LISTING_SCHEMA)
             cols = {k: [] for k in cols}
     if cols["address"]:
         yield pa.RecordBatch.from_pydict(cols, schema=LISTING_SCHEMA)
+
+
+def stat_objects(spark: "SparkSession", namespace: str, addresses: "DataFrame", older_than: datetime) -> "DataFrame":
+    """Look up objects one by one (columns `address`, `slice`), as rows of a listing; the ones that
+    no longer exist are left out."""
+    cutoff = older_than
+
+    def stat(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = open_storage(namespace)
+        for batch in batches:
+            pairs = zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
+            found = ((storage.stat(key), slice_name) for key, slice_name in pairs)
+            yield from _batches(((info, name) for info, name in found if info is not None), cutoff)
+
+    return addresses.select("address", "slice").mapInArrow(stat, LISTING_DDL)

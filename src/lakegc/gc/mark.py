@@ -7,27 +7,39 @@
 Each candidate carries its reason: `expired` when an expired commit still holds it (committed
 garbage), `uncommitted` when nothing ever committed it (overwritten or reset staging, abandoned
 uploads).
+
+An incremental run (see `incremental`) does not list the slices its base run settled; it looks up,
+one by one, the objects there that may have lost a reference since, and treats them as listed.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
+import sqlalchemy as sa
+
+from lakegc.errors import LakegcError
 from lakegc.gc.active import active_commits
 from lakegc.gc.arrowio import read_parquet, write_parquet
-from lakegc.gc.listing import list_namespace, slices
-from lakegc.gc.references import Graph, referenced, snapshot_uncommitted, tree_addresses
+from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
+from lakegc.gc.listing import list_namespace, slices, stat_objects
+from lakegc.gc.references import UNCOMMITTED_DDL, Graph, referenced, snapshot_uncommitted, tree_addresses
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
+from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CANDIDATES_SCHEMA = "address string, size long, mtime timestamp, reason string"
+SETTLED = "settled_slices.json"
+UNCOMMITTED = "uncommitted/part-0.parquet"
+BASE_OUTPUTS = ("summary.json", "active_commits.json", UNCOMMITTED, SETTLED)  # what an incremental run reads
+SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice a key lies in ('' when none: never a settled one)
 Phase = Callable[..., None]  # phase(name, detail="")
 
 
@@ -40,29 +52,49 @@ class MarkResult:
     num_candidates: int
     bytes_candidates: int
     by_reason: dict[str, int]
-    slices: list[str]
+    slices_listed: int
+    slices_skipped: int
+    num_rechecked: int
 
 
-def mark(spark: "SparkSession", repo: Repository, run_id: str, policy_of: PolicyOf, cutoff: datetime,
-         now: datetime, phase: Phase) -> MarkResult:
+def uncommitted_key(run_id: str) -> str:
+    return f"{run_prefix(run_id)}{UNCOMMITTED}"
+
+
+def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
+         min_age: timedelta, phase: Phase) -> MarkResult:
     namespace = repo.info.storage_namespace
     prefix = run_prefix(run_id)
+    cutoff = now - min_age
 
+    windows = slice_windows(repo)
     slice_names = slices(repo.storage)
-    phase("listing the namespace", f"{len(slice_names)} slices + root")
-    listing = list_namespace(spark, namespace, slice_names, cutoff).persist()
-    num_listed = listing.count()  # listed first: the order below is what makes concurrent writes safe
+    to_list = [name for name in slice_names if name not in plan.settled]
+    phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
+    listing = list_namespace(spark, namespace, to_list, cutoff).persist()
+    num_listed = listing.where(~listing.young).count()  # listed first: the order below keeps concurrent writes safe
+    young = {r.slice for r in listing.where(listing.young).select("slice").distinct().collect()}
 
     phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
-    uncommitted_key = f"{prefix}uncommitted/part-0.parquet"
-    num_uncommitted, graph = snapshot_uncommitted(repo, uncommitted_key, now)
+    num_uncommitted, graph = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
 
     phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
     active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
     repo.storage.write(f"{prefix}active_commits.json", json.dumps(sorted(active)).encode())
+    settled_now = plan.settled | newly_settled(to_list, windows, young, now, min_age)
+    repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
 
     phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
-    candidates = _candidates(spark, namespace, listing, graph, active, uncommitted_key)
+    protected, active_ranges = referenced(spark, namespace, (graph.metaranges[c] for c in active), uncommitted_key(run_id))
+    objects = listing.where(~listing.young)
+    num_rechecked = 0
+    if plan.base is not None:
+        phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")
+        suspects = _suspects(spark, repo, plan, graph, active, protected, active_ranges, cutoff).persist()
+        num_rechecked = suspects.count()
+        objects = objects.unionByName(suspects)
+    candidates = _candidates(spark, namespace, objects.where(~objects.young).drop("young"), protected,
+                             active_ranges, graph, active)
     write_parquet(candidates, namespace, f"{prefix}candidates")
     listing.unpersist()
 
@@ -70,15 +102,47 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Policy
     stats = candidate_stats(spark, namespace, output_keys(repo.storage, run_id, "candidates"))
     return MarkResult(num_listed, num_uncommitted, active, len(graph.commits) - len(active),
                       sum(c for c, _ in stats.values()), sum(b for _, b in stats.values()),
-                      {reason: c for reason, (c, _) in stats.items()}, slice_names)
+                      {reason: c for reason, (c, _) in stats.items()}, len(to_list), len(plan.settled & set(slice_names)),
+                      num_rechecked)
 
 
-def _candidates(spark: "SparkSession", namespace: str, listing: "DataFrame", graph: Graph, active: set[str],
-                uncommitted_key: str) -> "DataFrame":
+def slice_windows(repo: Repository) -> dict[str, SliceWindow]:
+    """The metastore's slices of the repository (one per hour of writes at most: a small table)."""
+    with repo.ms.read() as conn:
+        rows = conn.execute(sa.select(t.slices.c.name, t.slices.c.created_at, t.slices.c.writable_until)
+                            .where(t.slices.c.repository == repo.name)).all()
+    return {r.name: SliceWindow(r.name, r.created_at, r.writable_until) for r in rows}
+
+
+def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, graph: Graph, active: set[str],
+              protected: "DataFrame", active_ranges: "DataFrame", cutoff: datetime) -> "DataFrame":
+    """Objects of the settled slices that were referenced at the base run and may not be now
+    (see `incremental`), looked up in storage: rows like the listing's."""
     from pyspark.sql import functions as F
 
-    protected, active_ranges = referenced(spark, namespace, (graph.metaranges[c] for c in active), uncommitted_key)
-    unreferenced = listing.join(protected, "address", "left_anti")
+    namespace, base = repo.info.storage_namespace, plan.base.run_id  # type: ignore[union-attr]
+    base_active = set(json.loads(repo.storage.read(f"{run_prefix(base)}active_commits.json")))
+    unknown = base_active - graph.metaranges.keys()
+    if unknown:
+        raise LakegcError(f"run {base} counted commits this repository no longer has ({len(unknown)}, e.g. "
+                          f"{min(unknown)}): run `gc run --clean`")
+    left, _ = tree_addresses(spark, namespace, (graph.metaranges[c] for c in base_active - active),
+                             exclude_ranges=active_ranges)
+    addresses = (left
+                 .union(read_parquet(spark, namespace, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address"))
+                 .union(read_parquet(spark, namespace, output_keys(repo.storage, base, "revived"),
+                                     CANDIDATES_SCHEMA).select("address")))
+    in_settled = (addresses.withColumn("slice", F.regexp_extract("address", SLICE_OF_KEY, 1))
+                  .where(F.col("slice").isin(sorted(plan.settled))).distinct()
+                  .join(protected, "address", "left_anti"))
+    return stat_objects(spark, namespace, in_settled, cutoff)
+
+
+def _candidates(spark: "SparkSession", namespace: str, objects: "DataFrame", protected: "DataFrame",
+                active_ranges: "DataFrame", graph: Graph, active: set[str]) -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    unreferenced = objects.join(protected, "address", "left_anti")
     expired_mids = [graph.metaranges[c] for c in graph.commits if c not in active]
     if not expired_mids:  # nothing expired: every candidate is uncommitted garbage
         return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 COPY_RECORD_WINDOW = timedelta(days=1)
 UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
+UNCOMMITTED_DDL = "address string, source string"
 ADDRESS_SCHEMA = "address string"
 _BATCH = 50_000
 
@@ -136,5 +137,5 @@ def referenced(spark: "SparkSession", namespace: str, metarange_ids: Iterable[st
                uncommitted_key: str) -> tuple["DataFrame", "DataFrame"]:
     """(addresses, range ids): every address the trees or the uncommitted snapshot reference."""
     committed, ranges = tree_addresses(spark, namespace, metarange_ids)
-    uncommitted = read_parquet(spark, namespace, [uncommitted_key], "address string, source string").select("address")
+    uncommitted = read_parquet(spark, namespace, [uncommitted_key], UNCOMMITTED_DDL).select("address")
     return committed.union(uncommitted), ranges

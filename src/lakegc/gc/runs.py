@@ -84,6 +84,11 @@ class RunSummary:
     expired_commits: int = 0
     phases: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    mode_reason: str = ""
+    base_run_id: str | None = None
+    num_slices_listed: int = 0
+    num_slices_skipped: int = 0
+    num_rechecked: int = 0
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -136,20 +141,23 @@ class RunStore:
                 t.gc_runs.c.repository == self.repository, t.gc_runs.c.id == run_id)).first()
         if row is None:
             raise RunNotFound(f"GC run {run_id!r} not found in repository {self.repository!r}")
-        summary = RunSummary.from_json(dict(row.counts))
-        summary.state, summary.error = RunState(row.state), row.error
-        return summary, dict(row.parameters)
+        return _summary(row), dict(row.parameters)
 
     def list(self) -> list[RunSummary]:
         with self.ms.read() as conn:
             rows = conn.execute(sa.select(t.gc_runs).where(t.gc_runs.c.repository == self.repository)
                                 .order_by(t.gc_runs.c.id)).all()
-        out = []
-        for row in rows:
-            summary = RunSummary.from_json(dict(row.counts))
-            summary.state, summary.error = RunState(row.state), row.error
-            out.append(summary)
-        return out
+        return [_summary(row) for row in rows]
+
+
+def _summary(row: sa.Row) -> RunSummary:
+    """The row's own state, error and end time win over the counts document (the lease closes the
+    runs of a dead process by updating only those)."""
+    summary = RunSummary.from_json(dict(row.counts))
+    summary.state, summary.error = RunState(row.state), row.error
+    if row.finished_at is not None:
+        summary.finished_at = row.finished_at.isoformat()
+    return summary
 
 
 def write_summary(storage: Storage, summary: RunSummary) -> None:

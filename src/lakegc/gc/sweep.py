@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 
@@ -34,15 +34,19 @@ _PROTECTED_PREFIX = "_lakegc/"
 
 
 def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: PolicyOf, marked_active: set[str],
-          now: datetime) -> tuple[int, int, int, int]:
-    """Returns (deleted, bytes deleted, failed, revived)."""
+          now: datetime, before_delete: Callable[[], None] = lambda: None) -> tuple[int, int, int, int]:
+    """Returns (deleted, bytes deleted, failed, revived). What will be deleted is written to
+    `to_delete/` first, so a sweep killed halfway has recorded everything it may have deleted;
+    `before_delete` gets the last word (the run's lease check)."""
     namespace = repo.info.storage_namespace
     prefix = run_prefix(run_id)
     candidates = read_parquet(spark, namespace, output_keys(repo.storage, run_id, "candidates"), CANDIDATES_SCHEMA)
     protected = _protected_now(spark, repo, f"{prefix}recheck/uncommitted.parquet", policy_of, marked_active, now)
     revived = candidates.join(protected, "address", "left_semi")
     revived_parts = write_parquet(revived, namespace, f"{prefix}revived")
-    to_delete = candidates.join(protected, "address", "left_anti")
+    write_parquet(candidates.join(protected, "address", "left_anti"), namespace, f"{prefix}to_delete")
+    before_delete()
+    to_delete = read_parquet(spark, namespace, output_keys(repo.storage, run_id, "to_delete"), CANDIDATES_SCHEMA)
     results = to_delete.repartition(spark.sparkContext.defaultParallelism * 2).mapInArrow(
         lambda batches: _delete(namespace, batches), RESULT_DDL)
     write_parquet(results, namespace, f"{prefix}deleted")

@@ -15,7 +15,18 @@ from lakegc.errors import MetastoreError
 from lakegc.metastore import schema
 from lakegc.timeutil import utcnow
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+
+def _v2_slice_write_window(conn: Connection) -> None:
+    """Slices remember until when objects may land in them (incremental GC skips settled slices)."""
+    column_type = schema.UtcDateTime().impl.compile(dialect=conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE slices ADD COLUMN writable_until {column_type}")
+
+
+# version -> the step that brings a database at version - 1 to it. New tables need no step:
+# create_all adds them; columns added to existing tables do.
+MIGRATIONS = {2: _v2_slice_write_window}
 
 
 def lakegc_home() -> Path:
@@ -64,9 +75,15 @@ class Metastore:
         """Create or migrate the schema; returns the version now in place."""
         with _errors(self.url), self.engine.connect() as conn:
             with conn.execution_options(lakegc_write=True).begin():
+                fresh = not sa.inspect(conn).has_table(schema.schema_version.name)
                 schema.metadata.create_all(conn, checkfirst=True)
                 current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
+                if current > SCHEMA_VERSION:
+                    raise MetastoreError(f"metastore {_safe(self.url)} has schema version {current}, newer than this "
+                                         f"lakegc understands ({SCHEMA_VERSION}): upgrade lakegc")
                 for version in range(current + 1, SCHEMA_VERSION + 1):
+                    if not fresh and version in MIGRATIONS:
+                        MIGRATIONS[version](conn)
                     conn.execute(schema.schema_version.insert().values(version=version, applied_at=utcnow()))
         self._ready = True
         return SCHEMA_VERSION

@@ -49,9 +49,9 @@ repositories = sa.Table(
 )
 
 
-
 def _repo_fk() -> sa.ForeignKey:
     return sa.ForeignKey("repositories.name", ondelete="CASCADE")
+
 
 branches = sa.Table(
     "branches", metadata,
@@ -98,6 +98,9 @@ slices = sa.Table(
     sa.Column("name", NAME, primary_key=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("objects", sa.Integer, nullable=False),
+    # The latest time an object may still land in the slice: the last upload's, or the expiry of the
+    # last address token handed out in it. NULL (slices from schema v1): unknown, never settled.
+    sa.Column("writable_until", UtcDateTime),
 )
 
 copy_records = sa.Table(
@@ -134,4 +137,15 @@ gc_runs = sa.Table(
     sa.Column("parameters", sa.JSON, nullable=False),
     sa.Column("counts", sa.JSON, nullable=False),
     sa.Column("error", TEXT),
+)
+
+gc_leases = sa.Table(
+    "gc_leases", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("run_id", ID, nullable=False),
+    sa.Column("host", NAME, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("acquired_at", UtcDateTime, nullable=False),
+    sa.Column("renewed_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
 )

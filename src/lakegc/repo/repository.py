@@ -78,7 +78,7 @@ class Lake:
         """Forgets the repository's metadata; its namespace and data stay where they are."""
         self.repository(name)
         with self.metastore.write() as conn:
-            for table in (t.gc_runs, t.gc_rules, t.address_tokens, t.copy_records, t.slices, t.staged_entries,
+            for table in (t.gc_leases, t.gc_runs, t.gc_rules, t.address_tokens, t.copy_records, t.slices, t.staged_entries,
                           t.tags, t.branches, t.commits):
                 conn.execute(table.delete().where(table.c.repository == name))
             conn.execute(t.repositories.delete().where(t.repositories.c.name == name))
@@ -218,19 +218,25 @@ class Repository:
             self._stage(conn, branch, entry)
         return entry
 
-    def _current_slice(self) -> str:
+    def _current_slice(self, writable_until: datetime | None = None) -> str:
+        """The slice a new object goes to. `writable_until` is the latest time the caller may write
+        the object (a token's expiry; now for an upload): incremental GC trusts no object lands later."""
         now = utcnow()
+        until = max(now, writable_until or now)
         with self.ms.write() as conn:
             row = conn.execute(sa.select(t.slices).where(self._of(t.slices)).order_by(t.slices.c.name).limit(1)).first()
             if row is None or slices.new_slice_needed(row.created_at, row.objects, now):
                 name = slices.slice_name(now)
                 if row is None or row.name != name:
-                    conn.execute(t.slices.insert().values(repository=self.name, name=name, created_at=now, objects=1))
+                    conn.execute(t.slices.insert().values(repository=self.name, name=name, created_at=now, objects=1,
+                                                          writable_until=until))
                     return name
             else:
                 name = row.name
-            conn.execute(t.slices.update().where(self._of(t.slices), t.slices.c.name == name)
-                         .values(objects=t.slices.c.objects + 1))
+            conn.execute(t.slices.update().where(self._of(t.slices), t.slices.c.name == name).values(
+                objects=t.slices.c.objects + 1,
+                writable_until=sa.case((t.slices.c.writable_until.is_(None), None),  # unknown stays unknown
+                                       (t.slices.c.writable_until > until, t.slices.c.writable_until), else_=until)))
             return name
 
     def stat(self, ref: str, path: str) -> Entry:
@@ -307,7 +313,7 @@ class Repository:
         expires = utcnow() + ttl
         with self.ms.read() as conn:
             self._branch_head(conn, branch)
-        key = slices.object_key(self._current_slice())
+        key = slices.object_key(self._current_slice(writable_until=expires))
         with self.ms.write() as conn:
             self._branch_head(conn, branch)
             conn.execute(t.address_tokens.insert().values(

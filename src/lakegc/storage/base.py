@@ -52,6 +52,10 @@ class Storage(Protocol):
 
     def exists(self, key: str) -> bool: ...
 
+    def stat(self, key: str) -> ObjectInfo | None:
+        """Size and mtime of one object, or None when there is none."""
+        ...
+
 
 def check_key(key: str) -> str:
     """Refuse keys that could leave the namespace, whatever the backend."""

@@ -6,6 +6,7 @@ import hashlib
 import io
 import os
 import shutil
+import stat
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,6 +90,13 @@ class LocalStorage:
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return ObjectInfo(key, st.st_size, _mtime(st)) if stat.S_ISREG(st.st_mode) else None
 
     def remove_all(self) -> None:
         """Only for tests and demos that own the folder."""

@@ -1,0 +1,149 @@
+"""One GC at a time per repository: a lease row in the metastore, renewed while its run lives.
+
+A second run or sweep on the same repository is refused while the lease is held. A holder that dies
+stops renewing: its lease runs out after LEASE_TTL, or sooner when it lived on this host and its
+process is gone. Whoever takes a lease over also closes the runs its holder left in `marking` or
+`sweeping`: they become `failed` ("interrupted"), which is what they are. Nothing a dead run did is
+lost: its candidates (and, once sweeping, its `to_delete/` list) were written before any delete.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from lakegc.errors import LakegcError
+from lakegc.metastore import Metastore
+from lakegc.metastore import schema as t
+from lakegc.timeutil import utcnow
+
+LEASE_TTL = timedelta(seconds=60)
+HEARTBEAT = timedelta(seconds=2)
+INTERRUPTED = "interrupted: the process running it stopped before it finished"
+
+
+class LeaseHeld(LakegcError):
+    pass
+
+
+class LeaseLost(LakegcError):
+    pass
+
+
+@dataclass(frozen=True)
+class Holder:
+    run_id: str
+    host: str
+    pid: int
+    renewed_at: datetime
+    expires_at: datetime
+
+
+def stale(holder: Holder, now: datetime, host: str, pid_alive: bool) -> bool:
+    """May the lease be taken over? When it ran out, or when its holder lived on this host, its
+    process is gone, and it missed several renewals (a pid alone may be another container's)."""
+    if holder.expires_at <= now:
+        return True
+    return holder.host == host and not pid_alive and holder.renewed_at + 3 * HEARTBEAT <= now
+
+
+class Lease:
+    """Use as a context manager around a run: acquires (or refuses), renews in the background,
+    releases at the end. `check()` before irreversible steps."""
+
+    def __init__(self, metastore: Metastore, repository: str, run_id: str):
+        self.ms, self.repository, self.run_id = metastore, repository, run_id
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.interrupted: list[str] = []  # runs of a dead holder this lease closed
+        self._stop = threading.Event()
+        self._lost: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "Lease":
+        self.acquire()
+        self._thread = threading.Thread(target=self._renew_loop, name="lakegc-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.release()
+        except LakegcError:
+            pass  # the metastore is down: the lease runs out by itself, and the run's own error matters more
+
+    def acquire(self) -> None:
+        now = utcnow()
+        with self.ms.write() as conn:
+            row = conn.execute(sa.select(t.gc_leases).where(t.gc_leases.c.repository == self.repository)).first()
+            if row is not None:
+                holder = Holder(row.run_id, row.host, row.pid, row.renewed_at, row.expires_at)
+                if not stale(holder, now, self.host, _alive(holder.pid)):
+                    raise LeaseHeld(
+                        f"repository {self.repository!r} is being collected by GC run {holder.run_id} "
+                        f"(pid {holder.pid} on {holder.host}); its lease runs until "
+                        f"{holder.expires_at.isoformat(timespec='seconds')} unless renewed: try again later")
+                conn.execute(t.gc_leases.delete().where(t.gc_leases.c.repository == self.repository,
+                                                        t.gc_leases.c.run_id == holder.run_id))
+            conn.execute(t.gc_leases.insert().values(repository=self.repository, run_id=self.run_id, host=self.host,
+                                                     pid=self.pid, acquired_at=now, renewed_at=now,
+                                                     expires_at=now + LEASE_TTL))
+            self.interrupted = _close_interrupted(conn, self.repository, now)
+
+    def check(self) -> None:
+        """Raise unless this run still holds the lease (it renews in the background)."""
+        if self._lost is None:
+            self._renew()
+        if self._lost is not None:
+            raise LeaseLost(f"GC run {self.run_id} lost its lease on {self.repository!r} ({self._lost}); "
+                            "it stops here and deletes nothing more")
+
+    def release(self) -> None:
+        with self.ms.write() as conn:
+            conn.execute(t.gc_leases.delete().where(t.gc_leases.c.repository == self.repository,
+                                                    t.gc_leases.c.run_id == self.run_id))
+
+    def _renew(self) -> None:
+        now = utcnow()
+        with self.ms.write() as conn:
+            renewed = conn.execute(t.gc_leases.update().where(
+                t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id,
+                t.gc_leases.c.expires_at > now,
+            ).values(renewed_at=now, expires_at=now + LEASE_TTL)).rowcount
+        if not renewed:
+            self._lost = "it ran out or another run took it over"
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT.total_seconds()):
+            if self._lost is not None:
+                return
+            try:
+                self._renew()
+            except LakegcError:
+                continue  # a metastore hiccup: try again; the lease only runs out after LEASE_TTL
+
+
+def _close_interrupted(conn: sa.Connection, repository: str, now: datetime) -> list[str]:
+    """Runs left in a working state have no process any more: only the lease holder works."""
+    working = (t.gc_runs.c.repository == repository) & t.gc_runs.c.state.in_(("marking", "sweeping"))
+    ids = list(conn.execute(sa.select(t.gc_runs.c.id).where(working)).scalars())
+    if ids:
+        conn.execute(t.gc_runs.update().where(working).values(state="failed", error=INTERRUPTED, finished_at=now))
+    return ids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
