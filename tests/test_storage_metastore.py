@@ -303,7 +303,8 @@ def test_relative_to_gives_the_key_inside_the_namespace_or_none(namespace: str, 
 # Metastore
 # ---------------------------------------------------------------------------------------------
 
-TABLES = ["repositories", "branches", "commits", "tags", "staged_entries", "copy_records", "gc_rules", "gc_runs"]
+TABLES = ["repositories", "branches", "commits", "tags", "staged_entries", "copy_records", "gc_rules", "gc_runs",
+          "slices", "address_tokens", "gc_leases"]
 
 
 def _url(path: Path) -> str:
@@ -321,6 +322,51 @@ def test_init_creates_the_schema_and_is_idempotent(tmp_path: Path) -> None:
     with ms.read() as conn:
         versions = conn.execute(sa.select(schema.schema_version.c.version)).scalars().all()
     assert versions == list(range(1, SCHEMA_VERSION + 1))
+
+
+def _v1_database(url: str) -> None:
+    """A metastore as lakegc with schema version 1 left it: slices without writable_until, no leases."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        schema.metadata.create_all(conn)
+        conn.exec_driver_sql("DROP TABLE gc_leases")
+        conn.exec_driver_sql("ALTER TABLE slices DROP COLUMN writable_until")
+        conn.execute(schema.schema_version.insert().values(version=1, applied_at=datetime.now(timezone.utc)))
+    engine.dispose()
+
+
+def test_a_version_1_metastore_is_migrated_and_keeps_its_data(tmp_path: Path) -> None:
+    url = _url(tmp_path / "old.db")
+    _v1_database(url)
+    created = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(schema.repositories.insert().values(name="old", storage_namespace=(tmp_path / "ns").as_uri(),
+                                                         default_branch="main", created_at=created))
+        conn.exec_driver_sql("INSERT INTO slices (repository, name, created_at, objects) "
+                             "VALUES ('old', '8295609600', '2024-01-01 00:00:00', 3)")
+    engine.dispose()
+
+    ms = Metastore(url)
+    assert ms.init() == SCHEMA_VERSION == 2
+    assert {"gc_leases"} <= set(sa.inspect(ms.engine).get_table_names())
+    assert "writable_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("slices")}
+    with ms.read() as conn:
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2]
+        row = conn.execute(sa.select(schema.slices)).one()
+    assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled
+    assert Metastore(url).init() == SCHEMA_VERSION  # and again: nothing left to do
+
+
+def test_a_newer_metastore_is_refused(tmp_path: Path) -> None:
+    url = _url(tmp_path / "new.db")
+    ms = Metastore(url)
+    ms.init()
+    with ms.write() as conn:
+        conn.execute(schema.schema_version.insert().values(version=SCHEMA_VERSION + 1,
+                                                           applied_at=datetime.now(timezone.utc)))
+    with pytest.raises(MetastoreError, match="newer than this lakegc understands"):
+        Metastore(url).init()
 
 
 def test_first_use_creates_the_schema(tmp_path: Path) -> None:
@@ -390,3 +436,47 @@ def test_default_url_follows_lakegc_metastore_then_lakegc_home(tmp_path: Path, m
     assert default_url() == f"sqlite:///{tmp_path / 'home' / 'lakegc.db'}"
     monkeypatch.setenv("LAKEGC_METASTORE", "sqlite:////elsewhere/x.db")
     assert default_url() == "sqlite:////elsewhere/x.db"
+
+
+# ---------------------------------------------------------------------------------------------
+# Slices: where objects land, and until when
+# ---------------------------------------------------------------------------------------------
+
+def _slice_rows(lake, name: str) -> list:  # type: ignore[no-untyped-def]
+    with lake.metastore.read() as conn:
+        return conn.execute(sa.select(schema.slices).where(schema.slices.c.repository == name)
+                            .order_by(schema.slices.c.name)).all()
+
+
+def test_a_slice_remembers_the_latest_time_an_object_may_land_in_it(tmp_path: Path, monkeypatch) -> None:
+    import lakegc.repo.repository as repository
+    from lakegc.repo.repository import Lake
+    from lakegc.repo.slices import DATA_PREFIX, SLICE_MAX_AGE
+
+    clock = [datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)]
+    monkeypatch.setattr(repository, "utcnow", lambda: clock[0])
+    lake = Lake(_url(tmp_path / "db.sqlite"))
+    lake.create_repository("sl", (tmp_path / "ns").as_uri())
+    repo = lake.repository("sl")
+
+    entry = repo.upload("main", "a", b"1")
+    [row] = _slice_rows(lake, "sl")
+    assert entry.address.startswith(f"{DATA_PREFIX}{row.name}/")
+    assert row.writable_until == clock[0] and row.objects == 1
+
+    clock[0] += timedelta(minutes=10)
+    claims = repo.get_physical_address("main", "b", ttl=timedelta(hours=3))  # a token holder may write until expiry
+    [row] = _slice_rows(lake, "sl")
+    assert claims.address.startswith(f"{DATA_PREFIX}{row.name}/")
+    assert row.writable_until == clock[0] + timedelta(hours=3) and row.objects == 2
+
+    clock[0] += timedelta(minutes=10)
+    repo.upload("main", "c", b"3")  # a later upload does not shorten the window
+    [row] = _slice_rows(lake, "sl")
+    assert row.writable_until == clock[0] - timedelta(minutes=10) + timedelta(hours=3)
+
+    clock[0] += SLICE_MAX_AGE  # the slice is closed: the next object opens a new one
+    repo.upload("main", "d", b"4")
+    newest, first = _slice_rows(lake, "sl")  # names sort newest first
+    assert newest.name < first.name and newest.writable_until == clock[0] and newest.objects == 1
+    assert first.objects == 3
