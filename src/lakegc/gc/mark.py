@@ -88,15 +88,19 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     protected, active_ranges = referenced(spark, namespace, (graph.metaranges[c] for c in active), uncommitted_key(run_id))
     objects = listing.where(~listing.young)
     num_rechecked = 0
+    cached: list["DataFrame"] = [listing]
     if plan.base is not None:
         phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")
+        protected = protected.persist()  # read once, used twice
         suspects = _suspects(spark, repo, plan, graph, active, protected, active_ranges, cutoff).persist()
+        cached += [protected, suspects]
         num_rechecked = suspects.count()
         objects = objects.unionByName(suspects)
     candidates = _candidates(spark, namespace, objects.where(~objects.young).drop("young"), protected,
                              active_ranges, graph, active)
     write_parquet(candidates, namespace, f"{prefix}candidates")
-    listing.unpersist()
+    for df in cached:
+        df.unpersist()
 
     phase("counting candidates")
     stats = candidate_stats(spark, namespace, output_keys(repo.storage, run_id, "candidates"))
