@@ -1,0 +1,508 @@
+"""Crash safety: a GC killed with SIGKILL at any point deletes nothing it did not record, leaves a
+`failed` (or resumable `marked`) run behind, and the next run converges to what an uninterrupted
+run leaves.
+
+One template lake is built per test process (committed, tagged, staged and copied live objects;
+expired, overwritten, reset, deleted-branch and abandoned-upload garbage made through the CLI; and
+thousands of unreferenced files written straight into `data/<slice>/` folders and the namespace
+root, so that deleting them takes measurable time). Every test works on an exact clone of it (same
+keys, same mtimes, same metastore rows), so the end state of each test can be compared key for key
+with a twin clone collected by one uninterrupted run.
+
+Each kill test starts `lakegc gc run` (or `lakegc gc sweep`) as a separate process in a session of
+its own, follows the phase lines it prints on stderr, and SIGKILLs every process of that session
+(the CLI, the Spark JVM, and the pyspark daemon and workers, which sit in a process group of their
+own) at its kill point. Then it checks safety (live objects all there and readable; whatever
+disappeared was among the killed run's recorded candidates and in its `to_delete/` list; the killed
+run is left `marking`, `marked` or `sweeping`), recovers with the next `lakegc gc run` (retried
+while the dead holder's lease is still fresh), and checks convergence (the namespace equals the
+twin's; the killed run is now `failed` "interrupted", or still `marked` and sweepable).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import unquote, urlparse
+
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+
+from conftest import CliResult, Env, make_cli
+from lakegc.metastore import schema as t
+from lakegc.timeutil import utcnow
+
+REPO = "lakegc://repo"
+Cli = Callable[..., CliResult]
+RULES = {"default_retention_days": 7, "branches": [{"branch_id": "main", "retention_days": 7}]}
+JUNK_SLICES = ("8200000001", "8200000002", "8200000003")  # unreferenced files nobody ever uploaded
+JUNK_PER_SLICE = 2_500
+JUNK_AT_ROOT = 25
+# The phase lines of a clean `gc run`, in order (the CLI prints "GC repo: <phase> (<detail>)").
+PHASES = ("listing the namespace", "snapshotting uncommitted references", "choosing active commits",
+          "reading committed trees", "counting candidates", "re-checking and deleting candidates")
+SWEEP_PHASE = PHASES[-1]
+LEASE_WAIT = 40.0  # the dead holder's lease is taken over 3 heartbeats (6 s) after its last renewal
+RUN_TIMEOUT = 300.0
+
+
+# -- the template lake and its clones --------------------------------------------------------------
+@dataclass(frozen=True)
+class Template:
+    root: Path  # home/ (the SQLite metastore) and ns/ (the namespace)
+    live: frozenset[str]  # namespace keys that every run must keep
+    garbage: frozenset[str]  # namespace keys that a run must collect
+    junk: frozenset[str]  # the part of `garbage` written straight into JUNK_SLICES
+    reads: tuple[tuple[str, str], ...]  # (lakegc:// URI, content) that must read back after any run
+
+
+@dataclass
+class Lake:
+    """One clone of the template: its own metastore and namespace."""
+
+    env: Env
+    cli: Cli
+
+    @property
+    def ns(self) -> Path:
+        return self.env.namespace()
+
+
+def local(uri: str) -> Path:
+    assert uri.startswith("file:///"), uri
+    return Path(unquote(urlparse(uri).path))
+
+
+def namespace_keys(ns: Path) -> set[str]:
+    """Every object of the namespace except GC's own metadata under `_lakegc/`."""
+    return {p.relative_to(ns).as_posix() for p in ns.rglob("*")
+            if p.is_file() and not p.relative_to(ns).as_posix().startswith("_lakegc/")}
+
+
+def set_mtime(path: Path, when: datetime) -> None:
+    os.utime(path, (when.timestamp(), when.timestamp()))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
+    root = tmp_path_factory.mktemp("crash-template")
+    env = Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
+    cli = make_cli(env)
+    ns = env.namespace()
+    now = utcnow()
+
+    def ago(days: float) -> str:
+        return (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def put(branch: str, path: str, content: str) -> str:
+        doc = cli("fs", "upload", f"{REPO}/{branch}/{path}", "--source", "-", "--json", input=content).json()
+        return local(doc["physical_address"]).relative_to(ns).as_posix()
+
+    def commit(branch: str, days: float) -> str:
+        return cli("commit", f"{REPO}/{branch}", "-m", f"{days} days ago", "--date", ago(days), "--json").json()["id"]
+
+    cli("repo", "create", REPO, str(ns))
+    cli("gc", "set-config", REPO, "-f", "-", input=json.dumps(RULES))
+    live: dict[str, str] = {}
+    garbage: dict[str, str] = {}
+    # A token that runs out within a second: the object its holder wrote and never linked is garbage.
+    token = cli("fs", "get-address", f"{REPO}/main/direct/abandoned", "--ttl", "1s", "--json").json()
+
+    # main, 7 days kept: c0 (tagged) -> c1 (expired: its own objects are garbage) -> c2 -> c3 (HEAD)
+    live["keep"] = put("main", "keep", "kept by every commit")
+    live["tagged"] = put("main", "tagged", "only the tag keeps this")
+    c0 = commit("main", 20)
+    cli("tag", "create", f"{REPO}/v0", f"{REPO}/{c0}")
+    cli("fs", "rm", f"{REPO}/main/tagged")
+    garbage["a1"] = put("main", "a", "a, only in the expired commit")
+    garbage["old"] = put("main", "old", "old, only in the expired commit")
+    commit("main", 15)
+    live["a2"] = put("main", "a", "a, second version")
+    cli("fs", "rm", f"{REPO}/main/old")
+    for i in range(10):
+        live[f"part{i}"] = put("main", f"table/part-{i}", f"table part {i}")
+    commit("main", 10)
+    live["b"] = put("main", "b", "b at HEAD")
+    commit("main", 2)
+
+    # Uncommitted: live staging and a shallow copy on dev; an overwritten draft; reset and deleted branches.
+    cli("branch", "create", f"{REPO}/dev", "--source", f"{REPO}/main")
+    garbage["draft1"] = put("dev", "draft", "draft, overwritten")
+    live["draft2"] = put("dev", "draft", "draft, staged")
+    cli("fs", "cp", f"{REPO}/main/a", f"{REPO}/dev/a-copy")
+    for branch, finish in (("scratch", "reset"), ("abandoned", "delete")):
+        cli("branch", "create", f"{REPO}/{branch}", "--source", f"{REPO}/main")
+        for i in range(2):
+            garbage[f"{branch}{i}"] = put(branch, f"tmp/{i}", f"{branch} {i}")
+        cli("branch", finish, f"{REPO}/{branch}", "--yes")
+    direct = local(token["physical_address"])
+    direct.parent.mkdir(parents=True, exist_ok=True)
+    direct.write_text("written, never linked")
+    garbage["direct"] = direct.relative_to(ns).as_posix()
+
+    junk = set()
+    for name in JUNK_SLICES:
+        folder = ns / "data" / name
+        folder.mkdir(parents=True)
+        for i in range(JUNK_PER_SLICE):
+            (folder / f"junk-{i:05d}").write_bytes(b"junk %d" % i)
+            junk.add(f"data/{name}/junk-{i:05d}")
+    for i in range(JUNK_AT_ROOT):
+        (ns / f"stray-{i:03d}").write_bytes(b"stray")
+        junk.add(f"stray-{i:03d}")
+    for key in namespace_keys(ns):
+        set_mtime(ns / key, now - timedelta(days=3))  # everything is older than the default min-age (24 h)
+    time.sleep(max(0.0, token["expires_at"] + 1.1 - time.time()))
+
+    keys = namespace_keys(ns)
+    assert set(live.values()) | set(garbage.values()) | junk == keys
+    reads = (("main/keep", "kept by every commit"), ("v0/tagged", "only the tag keeps this"),
+             ("main/a", "a, second version"), ("main/b", "b at HEAD"), ("main/table/part-7", "table part 7"),
+             ("dev/draft", "draft, staged"), ("dev/a-copy", "a, second version"))
+    return Template(root, frozenset(live.values()), frozenset(garbage.values()) | frozenset(junk),
+                    frozenset(junk), tuple((f"{REPO}/{ref}", content) for ref, content in reads))
+
+
+def clone(template: Template, dest: Path) -> Lake:
+    """An exact copy: the namespace as hard links (same keys and mtimes, in a fraction of a copy's
+    time; GC only ever unlinks objects and writes new files, so clones never affect each other), the
+    metastore through SQLite's backup API, and the repository pointed at the new namespace."""
+    env = Env(dest / "home", f"sqlite:///{dest / 'home' / 'lakegc.db'}", dest)
+    shutil.copytree(template.root / "ns", env.namespace(), symlinks=True, copy_function=os.link)
+    env.home.mkdir(parents=True)
+    src, dst = sqlite3.connect(template.root / "home" / "lakegc.db"), sqlite3.connect(env.home / "lakegc.db")
+    try:
+        src.backup(dst)
+        dst.execute("UPDATE repositories SET storage_namespace = ?", (env.namespace().as_uri(),))
+        dst.commit()
+    finally:
+        src.close()
+        dst.close()
+    return Lake(env, make_cli(env))
+
+
+@pytest.fixture(scope="module")
+def twin(template: Template, tmp_path_factory: pytest.TempPathFactory, spark) -> set[str]:
+    """What one uninterrupted run leaves of the template: exactly its live objects."""
+    lake = clone(template, tmp_path_factory.mktemp("crash-twin"))
+    summary = lake.cli("gc", "run", REPO, "--json").json()
+    assert summary["state"] == "swept"
+    assert summary["num_deleted"] == len(template.garbage)
+    after = namespace_keys(lake.ns)
+    assert after == template.live
+    return after
+
+
+@pytest.fixture
+def lake(template: Template, tmp_path: Path, spark) -> Lake:
+    return clone(template, tmp_path / "lake")
+
+
+# -- a GC process and its session ------------------------------------------------------------------
+def session_processes(sid: int) -> dict[int, tuple[str, int]]:
+    """pid -> (state, process group) of every process in session `sid` (zombies included)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:
+            found[int(entry)] = (fields[0], int(fields[2]))
+    return found
+
+
+class GcProcess:
+    """`lakegc ARGS` in a new session, its stderr lines collected as they come."""
+
+    def __init__(self, env: Env, *args: str):
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "lakegc", *args], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env={**os.environ, **env.environ()}, start_new_session=True)
+        self.sid = self.proc.pid
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr: list[str] = []
+        self.killed_at: float | None = None
+        self.dead = False
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def wait_for_line(self, needle: str, timeout: float = RUN_TIMEOUT) -> bool:
+        """Wait until a stderr line contains `needle`: False if the process ended without one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {needle!r} line after {timeout:.0f}s: {self.stderr[-20:]}") from None
+            if line is None:
+                self.lines.put(None)
+                return False
+            if needle in line:
+                return True
+
+    def kill(self) -> None:
+        """SIGKILL every process of the session: the CLI and the Spark JVM share its group; the
+        pyspark daemon and its workers make a group of their own. Then make sure none is left."""
+        if self.dead:
+            return  # once the whole session is gone, its ids may belong to someone else
+        self.killed_at = self.elapsed()
+        try:
+            os.killpg(self.sid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while True:
+            running = {pid: group for pid, (state, group) in session_processes(self.sid).items() if state != "Z"}
+            if not running:
+                break
+            assert time.monotonic() < deadline, f"still running after SIGKILL: {running}"
+            for group in set(running.values()):
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        self.proc.wait(timeout=30)
+        self.dead = True
+
+    def assert_no_process_left(self) -> None:
+        deadline = time.monotonic() + 10
+        while session_processes(self.sid):
+            assert time.monotonic() < deadline, f"left behind: {session_processes(self.sid)}"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., GcProcess]]:
+    """Start GC processes; whatever happens in the test, none of them survives it."""
+    started: list[GcProcess] = []
+
+    def start(env: Env, *args: str) -> GcProcess:
+        started.append(GcProcess(env, *args))
+        return started[-1]
+
+    yield start
+    for gc in started:
+        gc.kill()
+        gc.assert_no_process_left()
+
+
+# -- what a killed run left, and the run after it --------------------------------------------------
+def parquet_addresses(ns: Path, run_id: str, output: str) -> set[str] | None:
+    """The addresses of a run's output (`candidates`, `to_delete`), None when it has no part."""
+    parts = sorted((ns / "_lakegc" / "gc" / run_id / output).glob("*.parquet"))
+    if not parts:
+        return None
+    return {a for part in parts for a in pq.read_table(io.BytesIO(part.read_bytes()), columns=["address"])
+            .column("address").to_pylist()}
+
+
+def runs(lake: Lake) -> list[dict[str, Any]]:
+    return lake.cli("gc", "runs", REPO, "--json").json()
+
+
+def lease_holders(lake: Lake) -> list[str]:
+    """The run ids holding a GC lease on the repository (at most one)."""
+    engine = sa.create_engine(lake.env.metastore)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.select(t.gc_leases.c.run_id).where(t.gc_leases.c.repository == "repo")).scalars())
+    finally:
+        engine.dispose()
+
+
+@dataclass
+class Killed:
+    """What a kill left: the run (None if it was killed before it was recorded) and the objects gone."""
+
+    run: dict[str, Any] | None
+    gone: set[str]
+    candidates: set[str] | None
+    to_delete: set[str] | None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def check_safe(lake: Lake, template: Template, gc: GcProcess) -> Killed:
+    """Right after the kill: no live object touched, nothing gone that the run did not record, and
+    the run left in a working (or resumable) state."""
+    gc.assert_no_process_left()
+    keys = namespace_keys(lake.ns)
+    assert keys <= template.live | template.garbage
+    assert template.live <= keys, f"live objects gone: {sorted(template.live - keys)[:5]}"
+    for uri, content in template.reads:
+        assert lake.cli("fs", "cat", uri).stdout == content
+    gone = set(template.live | template.garbage) - keys
+    recorded = runs(lake)
+    assert len(recorded) <= 1
+    run = recorded[0] if recorded else None
+    candidates = to_delete = None
+    if run is None:
+        assert not gone, "objects deleted by a run that was never recorded"
+    else:
+        assert run["state"] in ("marking", "marked", "sweeping"), run
+        candidates = parquet_addresses(lake.ns, run["run_id"], "candidates")
+        to_delete = parquet_addresses(lake.ns, run["run_id"], "to_delete")
+        if candidates is not None:
+            assert candidates <= template.garbage, "a live object among the candidates"
+        if gone:
+            assert run["state"] == "sweeping", run
+            assert candidates is not None and gone <= candidates
+            assert to_delete is not None and gone <= to_delete, "deleted before it was recorded in to_delete/"
+        if to_delete is not None:
+            assert candidates is not None and to_delete <= candidates
+    held = lease_holders(lake)
+    assert len(held) <= 1 and (run is None or held == [run["run_id"]])  # the lease is stale, not gone
+    figures = {"killed_at_s": round(gc.killed_at or 0.0, 1), "state": run and run["state"],
+               "lease_left": bool(held), "gone": len(gone),
+               "candidates": None if candidates is None else len(candidates),
+               "to_delete": None if to_delete is None else len(to_delete)}
+    return Killed(run, gone, candidates, to_delete, figures)
+
+
+def next_run(lake: Lake) -> dict[str, Any]:
+    """`gc run` again, retried while the dead run's lease is still fresh."""
+    deadline = time.monotonic() + LEASE_WAIT
+    while True:
+        result = lake.cli("gc", "run", REPO, "--json", ok=False)
+        if result.exit_code == 0:
+            return result.json()
+        assert "is being collected by GC run" in result.stderr, result.stderr
+        assert time.monotonic() < deadline, f"lease never taken over: {result.stderr}"
+        time.sleep(0.5)
+
+
+def check_converged(lake: Lake, template: Template, twin: set[str], killed: Killed) -> dict[str, Any]:
+    """The next run succeeds, the namespace ends as the twin's, and the killed run is closed."""
+    started = time.monotonic()
+    summary = next_run(lake)
+    assert summary["state"] == "swept", summary
+    assert summary["num_failed"] == 0
+    assert summary["num_deleted"] == len(template.garbage - killed.gone)
+    assert namespace_keys(lake.ns) == twin == template.live
+    assert lease_holders(lake) == []
+    for uri, content in template.reads:
+        assert lake.cli("fs", "cat", uri).stdout == content
+    if killed.run is not None:
+        run = next(r for r in runs(lake) if r["run_id"] == killed.run["run_id"])
+        if killed.run["state"] == "marked":
+            # Killed between its mark and its sweep: still marked, so it can be swept (nothing left to delete).
+            assert run["state"] == "marked"
+            swept = lake.cli("gc", "sweep", REPO, run["run_id"], "--json").json()
+            assert swept["state"] == "swept" and swept["num_failed"] == 0
+            assert namespace_keys(lake.ns) == twin
+        else:
+            assert run["state"] == "failed", run
+            assert run["error"].startswith("interrupted"), run
+            on_disk = json.loads((lake.ns / "_lakegc" / "gc" / run["run_id"] / "summary.json").read_text())
+            assert (on_disk["state"], on_disk["error"]) == ("failed", run["error"])
+    return {**killed.figures, "next_run_deleted": summary["num_deleted"], "converged": len(twin),
+            "next_run_s": round(time.monotonic() - started, 1)}
+
+
+def report(name: str, figures: dict[str, Any]) -> None:
+    print(f"\n[crash] {name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+
+
+def junk_left(ns: Path) -> int:
+    return sum(len(os.listdir(ns / "data" / name)) for name in JUNK_SLICES)
+
+
+def kill_mid_sweep(gc: GcProcess, ns: Path, fraction: float = 0.2) -> None:
+    """Once the sweep phase began, kill as soon as some (not all) junk objects are gone."""
+    assert gc.wait_for_line(SWEEP_PHASE), gc.stderr[-20:]
+    total = len(JUNK_SLICES) * JUNK_PER_SLICE
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while junk_left(ns) > total * (1 - fraction):
+        assert gc.proc.poll() is None, f"the sweep ended before the kill: {gc.stderr[-10:]}"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    gc.kill()
+
+
+# -- kill points -----------------------------------------------------------------------------------
+def test_killed_while_listing(lake, template, twin, spawn):
+    gc = spawn(lake.env, "gc", "run", REPO)
+    assert gc.wait_for_line(PHASES[0]), gc.stderr[-20:]
+    gc.kill()
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "marking"
+    assert not killed.gone
+    report("listing", check_converged(lake, template, twin, killed))
+
+
+def test_killed_after_mark(lake, template, twin, spawn):
+    gc = spawn(lake.env, "gc", "run", REPO)
+    assert gc.wait_for_line(SWEEP_PHASE), gc.stderr[-20:]
+    gc.kill()
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "sweeping"
+    assert killed.candidates == template.garbage  # the mark had finished
+    assert not killed.gone
+    report("after mark", check_converged(lake, template, twin, killed))
+
+
+def test_killed_mid_sweep(lake, template, twin, spawn):
+    gc = spawn(lake.env, "gc", "run", REPO)
+    kill_mid_sweep(gc, lake.ns)
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "sweeping"
+    assert 0 < len(killed.gone) < len(template.garbage), "the kill was not mid-sweep"
+    report("mid-sweep", check_converged(lake, template, twin, killed))
+
+
+def test_deferred_sweep_killed_mid_sweep(lake, template, twin, spawn):
+    marked = lake.cli("gc", "run", REPO, "--mark-only", "--json").json()
+    assert marked["state"] == "marked" and marked["num_candidates"] == len(template.garbage)
+    gc = spawn(lake.env, "gc", "sweep", REPO, marked["run_id"])
+    kill_mid_sweep(gc, lake.ns)
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["run_id"] == marked["run_id"]
+    assert killed.run["state"] == "sweeping"
+    assert 0 < len(killed.gone) < len(template.garbage), "the kill was not mid-sweep"
+    report("gc sweep mid-sweep", check_converged(lake, template, twin, killed))
+
+
+@pytest.mark.parametrize("seed", [14, 7, 20])
+def test_killed_at_a_random_point(lake, template, twin, spawn, seed):
+    """A seeded random point: some seconds into Spark's start, or some time after a random phase began."""
+    rng = random.Random(seed)
+    anchor = rng.choice([None, *PHASES])
+    delay = rng.uniform(0, 8.0) if anchor is None else rng.uniform(0, 2.0)
+    gc = spawn(lake.env, "gc", "run", REPO)
+    if anchor is not None:
+        assert gc.wait_for_line(anchor), gc.stderr[-20:]
+    time.sleep(delay)
+    assert gc.proc.poll() is None, f"the run ended before its kill point ({anchor!r} + {delay:.1f}s)"
+    gc.kill()
+    killed = check_safe(lake, template, gc)
+    report(f"random seed {seed}: {anchor or 'start'} + {delay:.1f}s", check_converged(lake, template, twin, killed))
