@@ -212,3 +212,39 @@ def test_three_way_never_overwrites_ours_and_conflicts_exactly_on_differing_path
     assert not set(to_apply) & set(ours)
     assert to_apply == {p: c for p, c in theirs.items() if p not in ours}
     assert conflicts == sorted(p for p in theirs if p in ours and ours[p] != theirs[p])
+
+
+def test_a_merge_that_loses_the_race_for_its_branch_leaves_no_orphan_commit(tmp_path) -> None:
+    """Another writer moves DEST while a merge is computed: the merge retries, and the commit of the
+    losing attempt is not recorded (GC would have to keep it as a dangling leaf forever)."""
+    import sqlalchemy as sa
+
+    from lakegc.metastore import schema as t
+    from lakegc.repo.repository import Lake
+
+    lake = Lake(f"sqlite:///{tmp_path / 'db'}")
+    lake.create_repository("race", (tmp_path / "ns").as_uri())
+    repo = lake.repository("race")
+    repo.create_branch("dev", "main")
+    repo.upload("dev", "a", b"x")
+    repo.commit("dev", "c1")
+    compute, raced = repo._three_way, []
+
+    def other_writer_lands_first(*args):  # type: ignore[no-untyped-def]
+        result = compute(*args)
+        if not raced:
+            raced.append(True)
+            repo.create_branch("tmp", "main")
+            repo.upload("tmp", "b", b"y")
+            repo.commit("tmp", "c2")
+            repo.merge("tmp", "main")
+        return result
+
+    repo._three_way = other_writer_lands_first  # type: ignore[method-assign]
+    merged = repo.merge("dev", "main")
+    with repo.ms.read() as conn:
+        rows = conn.execute(sa.select(t.commits.c.id, t.commits.c.parents)).all()
+    heads = {b.head for b in repo.branches()}
+    children_of = {p for r in rows for p in r.parents}
+    assert raced and merged.id in heads
+    assert [r.id for r in rows if r.id not in heads and r.id not in children_of] == []

@@ -89,7 +89,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     objects = listing.where(~listing.young)
     num_rechecked = 0
     cached: list["DataFrame"] = [listing]
-    if plan.base is not None:
+    if plan.base is not None and plan.settled:  # nothing settled: every slice was listed, nothing to look up
         phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")
         protected = protected.persist()  # read once, used twice
         suspects = _suspects(spark, repo, plan, graph, active, protected, active_ranges, cutoff).persist()

@@ -466,11 +466,14 @@ class Repository:
             raise DirtyBranch(f"cannot {action} branch {branch!r}: it has uncommitted changes (commit or reset first)")
 
     def _move_branch(self, conn: Connection, branch: str, expected_head: str, commit: Commit) -> bool:
-        """Compare-and-set of the branch HEAD; False when someone moved it first."""
-        _insert_commit(conn, self.name, commit)
-        return bool(conn.execute(t.branches.update().where(
+        """Compare-and-set of the branch HEAD, recording the commit only when it wins: a commit that
+        lost the race would be an orphan GC has to keep as a dangling leaf."""
+        moved = conn.execute(t.branches.update().where(
             self._of(t.branches), t.branches.c.name == branch, t.branches.c.head == expected_head,
-        ).values(head=commit.id)).rowcount)
+        ).values(head=commit.id)).rowcount
+        if moved:
+            _insert_commit(conn, self.name, commit)
+        return bool(moved)
 
     def log(self, ref: str, amount: int | None = None) -> list[Commit]:
         with self.ms.read() as conn:
