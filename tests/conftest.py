@@ -110,7 +110,7 @@ def sh(env: Env) -> Callable[..., CliResult]:
 
     def run(*args: str, input: bytes | None = None) -> CliResult:
         proc = subprocess.run([sys.executable, "-m", "lakegc", *args], input=input, capture_output=True,
-                              env={**os.environ, **env.environ()}, timeout=120)
+                              env={**os.environ, **env.environ()}, timeout=600)  # a hang guard, not a speed check
         return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
     return run

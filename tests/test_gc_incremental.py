@@ -1,0 +1,808 @@
+"""Incremental GC runs (lakegc.gc.incremental, DESIGN.md §6.6): a run that does not list the slices its
+base run settled, and only looks up the objects there that may have lost a reference since, must
+delete exactly what a clean run would.
+
+(a) Pure functions: `settled`, `newly_settled`, `previous_run` and `plan`, at their exact boundaries.
+(b) Scenarios on a fake clock: each reason to fall back to a clean run, which runs may be a base, a
+    settled slice skipped and its suspects found, candidates revived by a sweep, a commit that expired
+    and became active again (lakeFS issue #5741), young objects and late token writes that keep a
+    slice open.
+(c) The acceptance property: random histories with GC runs in between; at every step a clean dry run
+    and the default run (incremental when allowed) on the same state at the same fake time must choose
+    the same candidates, for the same reasons, equal to the reference model's (tests/gc_model.py), and
+    the default run must delete exactly those.
+
+Slices only settle an hour after they open, so time comes from a fake clock (the `clock` fixture):
+every lakegc module's `utcnow` is replaced by one that starts a day ahead of real time and moves only
+when a test moves it. Objects the tests write get their mtime set to the fake time of the write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, example, given, note, settings
+from hypothesis import strategies as st
+
+import gc_model as model
+import lakegc.gc.lease  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
+import lakegc.timeutil
+from lakegc.errors import LakegcError
+from lakegc.gc.config import set_rules
+from lakegc.gc.incremental import SETTLE_MARGIN, Plan, SliceWindow, newly_settled, plan, previous_run, settled
+from lakegc.gc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
+from lakegc.gc.mark import BASE_OUTPUTS, SETTLED
+from lakegc.gc.rules import GcRules
+from lakegc.gc.runs import RunState, RunStore, RunSummary
+from lakegc.repo.repository import Lake, Repository
+from lakegc.repo.slices import SLICE_MAX_AGE
+from test_gc_model_hypothesis import namespace_files, run_output, tree_keys, uncommitted_references
+
+HOUR = timedelta(hours=1)
+MIN_AGE_0 = GcOptions(min_age=timedelta(0))
+
+
+# ================================================================================================
+# The fake clock
+# ================================================================================================
+
+class Clock:
+    """A fake `utcnow`: whole seconds, a day ahead of real time (so files written for real are in its
+    past), moving only when told."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.now = (_real_utcnow() + timedelta(days=1)).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        assert delta >= timedelta(0)
+        self.now += delta
+
+
+_real_utcnow = lakegc.timeutil.utcnow
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    patched = [name for name, module in list(sys.modules.items())
+               if name.startswith("lakegc") and getattr(module, "utcnow", None) is _real_utcnow]
+    for name in patched:
+        monkeypatch.setattr(sys.modules[name], "utcnow", fake)
+    assert {"lakegc.gc.job", "lakegc.gc.runs", "lakegc.gc.lease", "lakegc.repo.repository"} <= set(patched)
+    return fake
+
+
+# ================================================================================================
+# (a) pure functions
+# ================================================================================================
+
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
+US = timedelta(microseconds=1)
+
+
+def window(created: datetime, until: datetime | None, name: str = "s") -> SliceWindow:
+    return SliceWindow(name, created, until)
+
+
+@pytest.mark.parametrize("min_age", [timedelta(0), timedelta(minutes=30), timedelta(hours=24)])
+def test_a_slice_settles_exactly_when_it_is_closed_and_its_last_write_is_old_enough(min_age):
+    closes = T0 + SLICE_MAX_AGE + SETTLE_MARGIN  # no upload lands after the slice's hour (plus margin)
+    assert settled(window(T0, T0), closes + 2 * min_age, min_age)
+    assert not settled(window(T0, T0), closes - US, timedelta(0))
+
+    # the last permitted write (a token's expiry) may take min-age to finish, and must then be older
+    # than the run's cutoff (now - min-age): writable_until + min-age + margin <= now - min-age
+    until = T0 + 5 * HOUR
+    lands = until + min_age + SETTLE_MARGIN + min_age
+    assert settled(window(T0, until), lands, min_age)
+    assert not settled(window(T0, until), lands - US, min_age)
+    # both conditions must hold: a late window does not make a young slice settled, nor the reverse
+    young = T0 + 10 * HOUR
+    assert not settled(window(young, T0), young + SLICE_MAX_AGE + SETTLE_MARGIN - US, min_age)
+    assert settled(window(young, T0), young + SLICE_MAX_AGE + SETTLE_MARGIN, min_age) is \
+        (young + SLICE_MAX_AGE + SETTLE_MARGIN >= T0 + SETTLE_MARGIN + 2 * min_age)
+
+
+def test_a_slice_with_an_unknown_window_never_settles():
+    """Slices from schema v1 have no writable_until: they are listed by every run."""
+    assert not settled(window(T0, None), T0 + timedelta(days=3650), timedelta(0))
+
+
+def test_newly_settled_needs_a_complete_listing_a_known_window_and_a_settled_window():
+    now = T0 + 3 * HOUR
+    windows = {"old": window(T0, T0, "old"), "young-objects": window(T0, T0, "young-objects"),
+               "open": window(now - HOUR, now - HOUR, "open"), "v1": window(T0, None, "v1")}
+    listed = ["old", "young-objects", "open", "v1", "unknown-to-the-metastore", ""]
+    assert newly_settled(listed, windows, {"young-objects"}, now, timedelta(0)) == {"old"}
+    assert newly_settled(["young-objects"], windows, set(), now, timedelta(0)) == {"young-objects"}
+    assert newly_settled([], windows, set(), now, timedelta(0)) == set()  # only what this run listed
+    # min-age counts twice: 3h after its last write, a slice settles with a min-age up to (3h - 5min) / 2
+    longest = (3 * HOUR - SETTLE_MARGIN) / 2
+    assert newly_settled(["old"], windows, set(), now, longest) == {"old"}
+    assert newly_settled(["old"], windows, set(), now, longest + US) == set()
+
+
+def summary(run_id: str, state: RunState = RunState.SWEPT, *, dry_run: bool = False, mark_only: bool = False,
+            policy: str = "P", min_age_seconds: float = 0.0) -> RunSummary:
+    return RunSummary(run_id, "repo", state, "clean", dry_run, mark_only, T0.isoformat(), None, T0.isoformat(),
+                      min_age_seconds, policy)
+
+
+def test_previous_run_is_the_newest_non_dry_run_that_swept_or_failed():
+    runs = [summary("1", RunState.MARKED, mark_only=True),  # awaiting its deferred sweep
+            summary("2", dry_run=True, state=RunState.MARKED),
+            summary("3", RunState.FAILED, dry_run=True),  # a failed dry run deleted nothing either
+            summary("4", RunState.MARKING), summary("5", RunState.SWEEPING),
+            summary("6", RunState.SWEPT, mark_only=True),  # a mark-only run swept later: finished
+            summary("7", RunState.FAILED), summary("8")]
+    assert previous_run(runs).run_id == "6"
+    assert previous_run(runs[6:]).run_id == "7"
+    assert previous_run(runs[:5]) is None
+    assert previous_run([]) is None
+
+
+def test_plan_gives_each_reason_in_order():
+    missing: list[str] = []
+    asked: list[str] = []
+
+    def outputs_missing(run: RunSummary) -> list[str]:
+        asked.append(run.run_id)
+        return missing
+
+    ok = [summary("b", policy="P", min_age_seconds=60.0), summary("a")]
+    assert plan(ok, True, "P", 60.0, outputs_missing) == Plan("clean", "--clean given")
+    assert plan([], False, "P", 60.0, outputs_missing) == Plan("clean", "no previous run to build on")
+    assert plan([summary("d", dry_run=True)], False, "P", 60.0, outputs_missing).reason == "no previous run to build on"
+    assert asked == []  # nothing to check on disk yet
+    chosen = plan(ok, False, "P", 60.0, outputs_missing)
+    assert chosen == Plan("incremental", "builds on run b", ok[0]) and chosen.settled == frozenset()
+    assert asked == ["b"]
+
+    failed = [summary("f", RunState.FAILED, policy="other", min_age_seconds=1.0), *ok]
+    assert plan(failed, False, "P", 60.0, outputs_missing) == Plan("clean", "previous run f failed")
+    assert plan(ok, False, "Q", 1.0, outputs_missing) == Plan("clean", "retention rules changed since run b")
+    assert plan(ok, False, "P", 61.0, outputs_missing) == Plan("clean", "min-age changed since run b")
+    assert plan(ok, False, "P", 0.0, outputs_missing).reason == "min-age changed since run b"
+    missing[:] = ["summary.json", SETTLED]
+    assert plan(ok, False, "P", 60.0, outputs_missing) == Plan(
+        "clean", f"run b's report is incomplete (missing summary.json, {SETTLED})")
+    assert plan(ok, True, "Q", 0.0, outputs_missing).reason == "--clean given"  # --clean wins over all
+
+
+# ================================================================================================
+# helpers for runs on the fake clock
+# ================================================================================================
+
+@dataclass
+class Lakeside:
+    """One repository on the fake clock, with helpers to write objects at fake times and run GC."""
+
+    lake: Lake
+    repo: Repository
+    ns: Path
+    clock: Clock
+    spark: Any
+
+    @classmethod
+    def create(cls, root: Path, clock: Clock, spark: Any) -> "Lakeside":
+        lake = Lake(f"sqlite:///{root / 'lakegc.db'}")
+        lake.create_repository("repo", str(root / "ns"))
+        return cls(lake, lake.repository("repo"), root / "ns", clock, spark)
+
+    def touch(self, key: str, when: datetime | None = None) -> str:
+        """Give an object the mtime of its (fake) write."""
+        ns = int((when or self.clock.now).timestamp()) * 10**9
+        os.utime(self.ns / key, ns=(ns, ns))
+        return key
+
+    def upload(self, branch: str, path: str, data: bytes = b"x") -> str:
+        return self.touch(self.repo.upload(branch, path, data).address)
+
+    def run(self, options: GcOptions = MIN_AGE_0, **changes: Any) -> RunSummary:
+        return run_gc(self.lake, "repo", replace(options, **changes), spark=self.spark)
+
+    def candidates(self, run: RunSummary) -> dict[str, str]:
+        return {row["address"]: row["reason"] for row in run_output(self.ns, run.run_id, "candidates")}
+
+    def deleted(self, run: RunSummary) -> set[str]:
+        rows = run_output(self.ns, run.run_id, "deleted")
+        assert all(row["deleted"] and row["error"] is None for row in rows), rows
+        return {row["address"] for row in rows}
+
+    def settled_by(self, run: RunSummary) -> set[str]:
+        return set(json.loads((self.ns / "_lakegc" / "gc" / run.run_id / SETTLED).read_text()))
+
+    def slice_of(self, key: str) -> str:
+        return key.split("/")[1]
+
+    def exists(self, key: str) -> bool:
+        return (self.ns / key).is_file()
+
+    def run_compared(self, options: GcOptions = MIN_AGE_0) -> RunSummary:
+        """A clean dry run, then the default run on the same state at the same fake time: both choose
+        the same candidates for the same reasons."""
+        clean = self.run(options, clean=True, dry_run=True)
+        run = self.run(options)
+        assert clean.started_at == run.started_at and clean.mode == "clean"
+        assert self.candidates(run) == self.candidates(clean)
+        return run
+
+
+@pytest.fixture
+def lakeside(tmp_path: Path, clock: Clock, spark) -> Lakeside:
+    return Lakeside.create(tmp_path, clock, spark)
+
+
+def mode(run: RunSummary) -> tuple[str, str, str | None]:
+    return run.mode, run.mode_reason, run.base_run_id
+
+
+# ================================================================================================
+# (b) scenarios
+# ================================================================================================
+
+def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakeside, clock: Clock):
+    ls = lakeside
+    store = RunStore(ls.lake.metastore, "repo")
+    ls.upload("main", "a")
+    ls.repo.commit("main", "c1")
+
+    r1 = ls.run()
+    assert mode(r1) == ("clean", "no previous run to build on", None)
+    assert (r1.num_slices_skipped, r1.num_rechecked) == (0, 0)
+    clock.advance(HOUR)
+    r2 = ls.run(clean=True)
+    assert mode(r2) == ("clean", "--clean given", None)
+
+    # dry runs may be incremental but are never a base; nor is a mark-only run awaiting its sweep
+    clock.advance(HOUR)
+    d3 = ls.run(dry_run=True)
+    assert mode(d3) == ("incremental", f"builds on run {r2.run_id}", r2.run_id)
+    clock.advance(HOUR)
+    m4 = ls.run(mark_only=True)
+    assert m4.state == "marked" and mode(m4) == ("incremental", f"builds on run {r2.run_id}", r2.run_id)
+    clock.advance(HOUR)
+    r5 = ls.run()
+    assert mode(r5) == ("incremental", f"builds on run {r2.run_id}", r2.run_id)
+
+    # the policy changed (rules stored); then the min-age
+    set_rules(ls.repo, GcRules.model_validate({"default_retention_days": 7, "branches": []}))
+    clock.advance(HOUR)
+    r6 = ls.run()
+    assert mode(r6) == ("clean", f"retention rules changed since run {r5.run_id}", None)
+    options = GcOptions(min_age=timedelta(hours=2))
+    clock.advance(HOUR)
+    r7 = ls.run(options)
+    assert mode(r7) == ("clean", f"min-age changed since run {r6.run_id}", None)
+    # cutoffs given for a run replace the stored rules: another policy
+    with_cutoffs = replace(options, default_cutoff="7d")
+    _, cutoffs_policy = resolve_policies(ls.repo, (), "7d", clock.now)
+    assert plan_run(store, ls.repo, with_cutoffs, cutoffs_policy).reason == \
+        f"retention rules changed since run {r7.run_id}"
+
+    # any output an incremental run reads, missing from the base run's folder
+    base_dir = ls.ns / "_lakegc" / "gc" / r7.run_id
+    _, policy = resolve_policies(ls.repo, (), None, clock.now)
+    chosen = plan_run(store, ls.repo, options, policy)
+    assert (chosen.mode, chosen.base.run_id, chosen.settled) == ("incremental", r7.run_id, frozenset(ls.settled_by(r7)))
+    for name in BASE_OUTPUTS:
+        aside = ls.ns.parent / "aside"
+        (base_dir / name).rename(aside)
+        chosen = plan_run(store, ls.repo, options, policy)
+        assert (chosen.mode, chosen.reason, chosen.base) == \
+            ("clean", f"run {r7.run_id}'s report is incomplete (missing {name})", None)
+        aside.rename(base_dir / name)
+    (base_dir / "active_commits.json").unlink()
+    clock.advance(HOUR)
+    r8 = ls.run(options)
+    assert mode(r8) == ("clean", f"run {r7.run_id}'s report is incomplete (missing active_commits.json)", None)
+
+    # a failed run: committed trees cannot be read while it runs
+    metaranges, aside = ls.ns / "_lakegc" / "metaranges", ls.ns.parent / "metaranges-aside"
+    metaranges.rename(aside)
+    clock.advance(HOUR)
+    with pytest.raises(LakegcError):
+        ls.run(options)
+    aside.rename(metaranges)
+    [failed] = [r for r in store.list() if r.state == "failed"]
+    assert failed.base_run_id == r8.run_id  # it was incremental: failing is what makes the next one clean
+    clock.advance(HOUR)
+    r10 = ls.run(options)
+    assert mode(r10) == ("clean", f"previous run {failed.run_id} failed", None)
+    assert [r.run_id for r in store.list() if r.state == "marked" and not r.dry_run] == [m4.run_id]  # still waiting
+
+
+def test_a_settled_slice_is_not_listed_and_what_lost_its_reference_there_is_deleted(lakeside: Lakeside,
+                                                                                    clock: Clock):
+    """An object staged at run 1 in a slice that run 1 settled, reset before run 2 two hours later:
+    run 2 does not list the slice, looks the object up, and deletes it."""
+    ls = lakeside
+    kept = ls.upload("main", "kept")
+    ls.repo.commit("main", "c1")
+    staged = ls.upload("main", "staged")
+    old = ls.slice_of(staged)
+    clock.advance(2 * HOUR)
+
+    r1 = ls.run()
+    assert ls.settled_by(r1) == {old} and r1.num_slices_listed == 1 and r1.num_candidates == 0
+    ls.repo.reset_branch("main")
+    fresh = ls.upload("main", "fresh")  # a new slice, listed by run 2
+    assert ls.slice_of(fresh) != old
+    clock.advance(2 * HOUR)
+
+    r2 = ls.run()
+    assert mode(r2) == ("incremental", f"builds on run {r1.run_id}", r1.run_id)
+    assert (r2.num_slices_skipped, r2.num_slices_listed, r2.num_rechecked) == (1, 1, 1)
+    assert r2.num_listed == 1  # only `fresh`: the settled slice was not listed
+    assert ls.candidates(r2) == {staged: "uncommitted"} and ls.deleted(r2) == {staged}
+    assert not ls.exists(staged) and ls.exists(kept) and ls.exists(fresh)
+    assert ls.settled_by(r2) == {old, ls.slice_of(fresh)}  # settled stays settled; the new one joins
+
+
+def test_a_commit_that_expired_and_became_active_again_keeps_its_objects(lakeside: Lakeside, clock: Clock):
+    """lakeFS issue #5741: c1 expires at run 1 (count policy 1), but its object survives, staged on
+    another branch by a shallow copy. Then that staging goes, and a branch made from c1 makes c1
+    active again: the incremental run must keep the object."""
+    ls = lakeside
+    options = replace(MIN_AGE_0, default_cutoff="1")
+    x = ls.upload("main", "a", b"x")
+    c1 = ls.repo.commit("main", "c1")
+    ls.upload("main", "a", b"y")
+    ls.repo.commit("main", "c2")
+    ls.repo.create_branch("dev", "main")
+    ls.repo.copy(c1.id, "a", "dev", "copy-of-a")
+    z = ls.upload("dev", "z")  # staged at run 1 and reset later: lost its reference for good
+    clock.advance(2 * HOUR)
+
+    r1 = ls.run(options)
+    assert r1.expired_commits == 2 and r1.num_candidates == 0  # c1 and the initial commit; x is staged
+    assert ls.slice_of(x) in ls.settled_by(r1) and ls.slice_of(z) == ls.slice_of(x)
+
+    ls.repo.reset_branch("dev")
+    clock.advance(25 * HOUR)  # the copy record protects x for a day
+    ls.repo.create_branch("revived", c1.id)
+    r2 = ls.run_compared(options)
+    assert r2.mode == "incremental" and r2.num_slices_skipped == 1 and r2.num_slices_listed == 0
+    assert r2.num_rechecked == 1  # z; x is referenced again and is not even looked up
+    assert ls.candidates(r2) == {z: "uncommitted"} and ls.deleted(r2) == {z}
+    assert ls.exists(x) and ls.repo.read("revived", "a") == b"x"
+
+    ls.repo.delete_branch("revived")  # c1 expires again: now x is committed garbage
+    clock.advance(HOUR)
+    r3 = ls.run_compared(options)
+    assert r3.mode == "incremental" and r3.num_rechecked == 1
+    assert ls.candidates(r3) == {x: "expired"} and ls.deleted(r3) == {x}
+
+
+def test_candidates_a_sweep_revived_are_looked_up_by_the_next_run(lakeside: Lakeside, clock: Clock):
+    """A mark-only run marks x (in expired commit c1); before its sweep, a branch from c1 revives x.
+    When that branch goes, nothing else remembers x: only the base run's revived output does."""
+    ls = lakeside
+    options = replace(MIN_AGE_0, default_cutoff="1")
+    x = ls.upload("main", "a", b"x")
+    c1 = ls.repo.commit("main", "c1")
+    ls.upload("main", "a", b"y")
+    ls.repo.commit("main", "c2")
+    clock.advance(2 * HOUR)
+
+    m1 = ls.run(options, mark_only=True)
+    assert ls.candidates(m1) == {x: "expired"} and ls.slice_of(x) in ls.settled_by(m1)
+    ls.repo.create_branch("revived", c1.id)
+    swept = sweep_run(ls.lake, "repo", m1.run_id, spark=ls.spark)
+    assert (swept.state, swept.num_revived, swept.num_deleted) == ("swept", 1, 0)
+    assert [row["address"] for row in run_output(ls.ns, m1.run_id, "revived")] == [x]
+
+    ls.repo.delete_branch("revived")
+    clock.advance(HOUR)
+    r2 = ls.run_compared(options)
+    assert mode(r2) == ("incremental", f"builds on run {m1.run_id}", m1.run_id)
+    assert (r2.num_slices_skipped, r2.num_rechecked) == (1, 1)
+    assert ls.candidates(r2) == {x: "expired"} and ls.deleted(r2) == {x}
+
+
+def test_young_objects_and_late_token_writes_keep_a_slice_open(lakeside: Lakeside, clock: Clock):
+    """A slice settles only once nothing can land in it any more: a token handed out there keeps it
+    open until the token expires (its holder may write until then); and an object younger than
+    min-age found in a slice keeps it open whatever its window says."""
+    ls = lakeside
+    options = replace(MIN_AGE_0, min_age=timedelta(minutes=30))
+    claims = ls.repo.get_physical_address("main", "late", ttl=5 * HOUR)
+    token_slice = ls.slice_of(claims.address)
+    clock.advance(2 * HOUR)
+    odd = ls.upload("main", "odd")  # a second slice, then an object in it much younger than its window
+    odd_slice = ls.slice_of(odd)
+    ls.repo.reset_branch("main")
+    clock.advance(2 * HOUR)
+    ls.touch(odd, clock.now - timedelta(minutes=10))
+
+    r1 = ls.run(options)
+    assert ls.settled_by(r1) == set() and ls.candidates(r1) == {}
+    clock.advance(timedelta(minutes=50))  # the token is still live for 10 minutes: its holder writes now
+    ls.repo.storage.write(claims.address, b"late")
+    ls.touch(claims.address)
+    clock.advance(2 * HOUR)  # the token has expired and was never linked
+
+    r2 = ls.run_compared(options)
+    assert r2.mode == "incremental" and r2.num_slices_skipped == 0 and r2.num_slices_listed == 2
+    assert ls.candidates(r2) == {claims.address: "uncommitted", odd: "uncommitted"}
+    assert ls.deleted(r2) == {claims.address, odd}
+    assert ls.settled_by(r2) == {token_slice, odd_slice}
+
+
+# ================================================================================================
+# (c) acceptance: at every step, the incremental run chooses what a clean run chooses
+# ================================================================================================
+
+NAMES = ["main", "dev", "feat", "old"]
+PATHS = ["a", "b", "d/e"]  # few: overwrites are common
+MAX_OBJECTS = 30  # per history
+MAX_COMMITS = 14
+HOURS_AGO = [0, 2, 12, 22, 23, 26, 48]  # commit dates: 1-day retentions expire some of them as time goes on
+TTLS = [timedelta(hours=-1), timedelta(minutes=30), HOUR, 2 * HOUR, timedelta(hours=24)]
+TICKS = [timedelta(0), timedelta(minutes=20), HOUR, 2 * HOUR, 3 * HOUR]
+
+# One policy and one min-age per history: changing either makes the next run clean.
+POLICIES: dict[str, tuple[GcOptions, dict | None, model.Retention]] = {
+    "count 2": (GcOptions(default_cutoff="2"), None, lambda _b: model.Count(2)),
+    "count 1, main=3": (GcOptions(cutoffs=("main=3",), default_cutoff="1"), None,
+                        lambda b: model.Count(3) if b == "main" else model.Count(1)),
+    "1d, feat=2": (GcOptions(cutoffs=("feat=2",), default_cutoff="1d"), None,
+                   lambda b: model.Count(2) if b == "feat" else model.Days(1)),
+    "rules 1d, main 2d": (GcOptions(), {"default_retention_days": 1,
+                                        "branches": [{"branch_id": "main", "retention_days": 2}]}, None),
+    "rules 0d": (GcOptions(), {"default_retention_days": 0, "branches": []}, None),
+    "no rules": (GcOptions(), None, lambda _b: model.All()),
+}
+
+
+@dataclass
+class World(Lakeside):
+    """A repository changed at random on the fake clock, GC'd after each step, and what the test
+    knows about it."""
+
+    options: GcOptions = MIN_AGE_0
+    retention: model.Retention = lambda _b: model.All()
+    commits: dict[str, model.Commit] = field(default_factory=dict)
+    trees: dict[str, set[str]] = field(default_factory=dict)  # commit -> namespace keys (cached)
+    pending: list[tuple[Any, bool]] = field(default_factory=list)  # tokens whose holder writes later
+    writes: int = 0
+    log: list[str] = field(default_factory=list)
+    noted: int = 0
+    settled_files: dict[str, set[str]] = field(default_factory=dict)  # slice -> its files once settled
+    last_run: RunSummary | None = None
+
+    # -- changes ------------------------------------------------------------------------------
+    def branch(self, i: int) -> str:
+        names = [b.name for b in self.repo.branches()]
+        return names[i % len(names)]
+
+    def record(self, commit) -> None:
+        self.commits[commit.id] = model.Commit(tuple(commit.parents), commit.creation_date)
+
+    def apply(self, op: tuple) -> None:
+        kind, *args = op
+        try:
+            getattr(self, f"op_{kind}")(*args)
+        except LakegcError as exc:  # conflicts, dirty branches, expired tokens...: the op is a no-op
+            self.log.append(f"  ({kind} refused: {exc})")
+
+    def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
+        if self.writes >= MAX_OBJECTS:
+            return
+        branch, path = branch or self.branch(b), PATHS[p % len(PATHS)]
+        key = self.upload(branch, path, f"{branch}/{path}/{self.writes}".encode())
+        self.writes += 1
+        self.log.append(f"upload {branch}:{path} -> {key}")
+
+    def op_commit(self, b: int, p: int, hours_ago: int, as_staged: bool) -> None:
+        if len(self.commits) >= MAX_COMMITS:
+            return
+        branch = self.branch(b)
+        if not as_staged:
+            self.op_upload(0, p, branch)
+        commit = self.repo.commit(branch, f"commit {len(self.commits)}", date=self.clock.now - hours_ago * HOUR,
+                                  allow_empty=True)
+        self.record(commit)
+        self.log.append(f"commit {branch} dated {hours_ago}h ago -> {commit.id[:8]}")
+
+    def op_rm(self, b: int, p: int) -> None:
+        branch = self.branch(b)
+        paths = [e.path for e in self.repo.list(branch)]
+        if paths:
+            path = paths[p % len(paths)]
+            self.repo.remove(branch, path)
+            self.log.append(f"rm {branch}:{path}")
+
+    def op_branch(self, n: int, c: int) -> None:
+        name = NAMES[1:][n % (len(NAMES) - 1)]
+        if name not in {b.name for b in self.repo.branches()}:
+            source = list(self.commits)[c % len(self.commits)]  # maybe an expired commit: it revives
+            self.repo.create_branch(name, source)
+            self.log.append(f"branch {name} from {source[:8]}")
+
+    def op_merge(self, s: int, d: int, hours_ago: int) -> None:
+        source, dest = self.branch(s), self.branch(d)
+        if source != dest and len(self.commits) < MAX_COMMITS:
+            commit = self.repo.merge(source, dest, message=f"merge {len(self.commits)}",
+                                     date=self.clock.now - hours_ago * HOUR, allow_empty=True)
+            self.record(commit)
+            self.log.append(f"merge {source} into {dest} dated {hours_ago}h ago -> {commit.id[:8]}")
+
+    def op_reset(self, b: int) -> None:
+        branch = self.branch(b)
+        self.repo.reset_branch(branch)
+        self.log.append(f"reset {branch}")
+
+    def op_delete(self, b: int) -> None:
+        branch = self.branch(b)
+        if branch != "main":
+            self.repo.delete_branch(branch)
+            self.log.append(f"delete {branch}")
+
+    def op_copy(self, sb: int, sp: int, db: int, dp: int) -> None:
+        source, dest = self.branch(sb), self.branch(db)
+        paths = [e.path for e in self.repo.list(source)]
+        if paths:
+            path, dest_path = paths[sp % len(paths)], PATHS[dp % len(PATHS)]
+            self.repo.copy(source, path, dest, dest_path)
+            self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
+
+    def op_tag(self, c: int) -> None:
+        commit = list(self.commits)[c % len(self.commits)]  # maybe an expired commit: it revives
+        tag = self.repo.create_tag(f"tag-{self.writes}-{len(self.log)}", commit)
+        self.log.append(f"tag {tag.name} at {commit[:8]}")
+
+    def op_untag(self, t: int) -> None:
+        tags = sorted(tag.name for tag in self.repo.tags())
+        if tags:
+            self.repo.delete_tag(tags[t % len(tags)])
+            self.log.append(f"untag {tags[t % len(tags)]}")
+
+    def op_token(self, b: int, p: int, ttl: int, how: str) -> None:
+        """A client writing straight to storage: it gets an address and a token, and writes the object
+        now or later (any time before the token expires), then links it or not; or never writes."""
+        if self.writes >= MAX_OBJECTS:
+            return
+        branch, path = self.branch(b), PATHS[p % len(PATHS)]
+        claims = self.repo.get_physical_address(branch, path, ttl=TTLS[ttl])
+        self.writes += 1
+        self.log.append(f"token {how} ttl {TTLS[ttl]} {branch}:{path} -> {claims.address}")
+        if how in ("later", "later-link"):
+            self.pending.append((claims, how == "later-link"))
+        elif how != "never":
+            self.write_token(claims, link=how == "link")
+
+    def write_token(self, claims, link: bool) -> None:
+        data = f"direct {claims.address}".encode()
+        self.repo.storage.write(claims.address, data)
+        self.touch(claims.address)
+        if link:
+            self.repo.link(claims.branch, claims.path, claims.address, len(data), "", token=self.repo.sign(claims))
+
+    def op_late(self) -> None:
+        """The oldest pending token holder writes now, if its token is still live."""
+        if self.pending:
+            claims, link = self.pending.pop(0)
+            if self.clock.now < claims.expires_at:
+                self.log.append(f"late write{' and link' if link else ''} {claims.address}")
+                self.write_token(claims, link)
+            else:
+                self.log.append(f"token of {claims.address} expired unwritten")
+
+    def op_stray(self, n: int, where: str) -> None:
+        """An upload abandoned before it was staged (into the current slice), or a file in the root."""
+        if self.writes >= MAX_OBJECTS:
+            return
+        key = f"data/{self.repo._current_slice()}/stray-{self.writes}" if where == "slice" else f"stray-{n % 3}"
+        self.repo.storage.write(key, b"stray")
+        self.touch(key)
+        self.writes += 1
+        self.log.append(f"stray {key}")
+
+    def op_tick(self, i: int) -> None:
+        self.clock.advance(TICKS[i])
+        self.log.append(f"clock +{TICKS[i]} -> {self.clock.now:%H:%M}")
+
+    # -- what the model says ----------------------------------------------------------------
+    def references(self) -> tuple[set[str], list, dict[str, datetime], dict[str, str], list[str]]:
+        staged, copies, tokens = uncommitted_references(self)  # type: ignore[arg-type]
+        branches = {b.name: b.head for b in self.repo.branches()}
+        return staged, copies, tokens, branches, [tag.commit_id for tag in self.repo.tags()]
+
+    def tree(self, commit_id: str) -> set[str]:
+        if commit_id not in self.trees:
+            self.trees[commit_id] = tree_keys(self, commit_id)  # type: ignore[arg-type]
+        return self.trees[commit_id]
+
+    def slice_files(self, name: str) -> set[str]:
+        return {f"data/{name}/{p.relative_to(self.ns / 'data' / name).as_posix()}"
+                for p in (self.ns / "data" / name).rglob("*") if p.is_file() and not p.name.startswith(".lakegc-tmp-")}
+
+    # -- one GC step --------------------------------------------------------------------------
+    def gc_step(self, between: list[tuple] | None, tally: Counter) -> None:
+        note("\n".join(self.log[self.noted:]) + f"\n-- GC at {self.clock.now:%H:%M}" +
+             (" (mark only)" if between is not None else ""))
+        self.noted = len(self.log)
+        for name, files in self.settled_files.items():  # nothing lands in a slice once it settled
+            assert self.slice_files(name) <= files, f"an object landed in settled slice {name}"
+        before = namespace_files(self.ns)
+        staged, copies, tokens, branches, tags = self.references()
+        dirs = set(self.repo.storage.list_dirs("data/"))
+
+        clean = self.run(self.options, clean=True, dry_run=True)
+        real = self.run(self.options, mark_only=between is not None)
+        assert clean.started_at == real.started_at
+        now, min_age = self.clock.now, self.options.min_age
+
+        # modes, and what was listed
+        assert mode(clean)[:2] == ("clean", "--clean given") and clean.num_slices_listed == len(dirs)
+        base = self.last_run
+        if base is None:
+            assert mode(real) == ("clean", "no previous run to build on", None)
+            base_settled: set[str] = set()
+        else:
+            assert mode(real) == ("incremental", f"builds on run {base.run_id}", base.run_id)
+            base_settled = self.settled_by(base)
+        assert real.num_slices_skipped == len(base_settled & dirs)
+        assert real.num_slices_listed == len(dirs) - real.num_slices_skipped
+        assert self.settled_by(real) >= base_settled
+
+        # the candidates: the incremental run's = the clean run's = the model's
+        active = model.active_set(self.commits, branches, self.retention, now, tags)
+        trees = {c: self.tree(c) for c in self.commits}
+        expected = model.expected_deletions(before, now, min_age, active, trees, staged, copies, tokens)
+        in_expired = {key for c in set(self.commits) - active for key in trees[c]}
+        candidates = self.candidates(real)
+        assert candidates == self.candidates(clean)
+        assert candidates == {key: "expired" if key in in_expired else "uncommitted" for key in expected}
+        assert real.num_candidates == len(expected) and real.active_commits == len(active)
+
+        revived: set[str] = set()
+        if between is not None:  # changes between the mark and its sweep may revive candidates
+            assert real.state == "marked"
+            for op in between:
+                self.apply(op)
+            note("\n".join(self.log[self.noted:]) + "\n-- sweep")
+            self.noted = len(self.log)
+            staged, copies, tokens, branches, tags = self.references()
+            active_then = model.active_set(self.commits, branches, self.retention, now, tags)
+            referenced = ({key for c in active_then for key in self.tree(c)} | staged
+                          | {a for a, made in copies if made > now - model.COPY_RECORD_WINDOW}
+                          | {a for a, expires in tokens.items() if expires > now})
+            revived = set(candidates) & referenced
+            real = sweep_run(self.lake, "repo", real.run_id, spark=self.spark)
+            assert {row["address"] for row in run_output(self.ns, real.run_id, "revived")} == revived
+        assert (real.state, real.num_revived, real.num_failed) == ("swept", len(revived), 0)
+        deleted = self.deleted(real)
+        assert deleted == set(candidates) - revived and real.num_deleted == len(deleted)
+        after = namespace_files(self.ns)
+        assert set(before) - set(after) == deleted
+
+        for name in self.settled_by(real) - set(self.settled_files):
+            self.settled_files[name] = self.slice_files(name)
+        self.last_run = real
+        self.clock.advance(timedelta(seconds=1))  # the next run starts later (run ids sort by start)
+
+        incremental = real.mode == "incremental"
+        counts = {"incremental": incremental, "slices skipped": real.num_slices_skipped > 0,
+                  "suspects rechecked": real.num_rechecked > 0, "deleted by incremental": incremental and bool(deleted),
+                  "expired by incremental": incremental and "expired" in candidates.values(),
+                  "revived": bool(revived)}
+        for name, hit in counts.items():
+            if hit:
+                event(name)
+                tally[name] += 1
+
+
+def check_history(spark, clock: Clock, policy: str, min_age_minutes: int, steps: list, tally: Counter) -> None:
+    clock.reset()
+    root = Path(tempfile.mkdtemp(prefix="lakegc-inc-"))
+    try:
+        options, rules, retention = POLICIES[policy]
+        w = World.create(root, clock, spark)
+        w.options = replace(options, min_age=timedelta(minutes=min_age_minutes))
+        w.retention = retention or model.retention_from_rules(rules)
+        if rules is not None:
+            set_rules(w.repo, GcRules.model_validate(rules))
+        w.record(w.repo.resolve("main")[0])
+        note(f"policy {policy}, min-age {min_age_minutes} min")
+        for ops, hours, between in steps:
+            for op in ops:
+                w.apply(op)
+            clock.advance(hours * HOUR)
+            w.gc_step(between, tally)
+        tally["histories"] += 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+idx = st.integers(0, 20)
+ARGUMENTS = {
+    "upload": st.tuples(idx, idx),  # branch, path
+    "commit": st.tuples(idx, idx, st.sampled_from(HOURS_AGO), st.sampled_from([False, False, True])),
+    "rm": st.tuples(idx, idx),
+    "branch": st.tuples(idx, idx),  # name, source commit (any: an expired one revives)
+    "merge": st.tuples(idx, idx, st.sampled_from(HOURS_AGO)),
+    "reset": st.tuples(idx),
+    "delete": st.tuples(idx),
+    "copy": st.tuples(idx, idx, idx, idx),
+    "tag": st.tuples(idx),
+    "untag": st.tuples(idx),
+    "token": st.tuples(idx, idx, st.sampled_from([0, 1, 2, 3, 3, 4]),
+                       st.sampled_from(["link", "unlinked", "later", "later-link", "never"])),
+    "late": st.tuples(),
+    "stray": st.tuples(idx, st.sampled_from(["slice", "root"])),
+    "tick": st.tuples(st.sampled_from(range(len(TICKS)))),
+}
+KINDS = (["upload"] * 3 + ["commit"] * 4 + ["token"] * 2 + ["late"] * 2 + ["reset"] * 2
+         + ["tick", "merge", "rm", "branch", "delete", "copy", "tag", "untag", "stray"])
+operations = st.sampled_from(KINDS).flatmap(lambda kind: ARGUMENTS[kind].map(lambda args: (kind, *args)))
+# between a mark and its sweep: mostly changes that may revive a candidate
+revivals = st.sampled_from(["branch", "branch", "tag", "reset", "delete", "copy", "upload"]).flatmap(
+    lambda kind: ARGUMENTS[kind].map(lambda args: (kind, *args)))
+# (changes, hours the clock then moves, and None for a run or the changes between a mark-only run and its
+# sweep); a day now and then lets tokens, copy records and 1-day retentions expire
+gc_steps = st.tuples(st.lists(operations, min_size=2, max_size=10), st.sampled_from([0, 1, 2, 3, 3, 25]),
+                     st.sampled_from([False, False, False, True]).flatmap(
+                         lambda mark_only: st.lists(revivals, max_size=3) if mark_only else st.none()))
+histories = dict(policy=st.sampled_from(["count 2", "count 1, main=3", *sorted(POLICIES)]),
+                 min_age_minutes=st.sampled_from([0, 0, 0, 30, 60]),
+                 steps=st.tuples(st.lists(operations, min_size=4, max_size=12), st.sampled_from([1, 2, 2, 3]),
+                                 st.none())
+                 .flatmap(lambda first: st.lists(gc_steps, min_size=1, max_size=3).map(lambda rest: [first, *rest])))
+
+# A history that hits everything: a slice settled at run 1, skipped by runs 2-4; run 2 finds a reset
+# draft and an expired object through its suspects; run 3 is swept after a branch revived one of its
+# candidates, which run 4 then finds through run 3's revived output.
+EVERYTHING = dict(policy="count 2", min_age_minutes=0, steps=[
+    ([("upload", 0, 0), ("commit", 0, 0, 22, True), ("upload", 0, 1)], 2, None),
+    ([("reset", 0), ("upload", 0, 0), ("commit", 0, 0, 12, True), ("upload", 0, 0), ("commit", 0, 0, 2, True)], 0,
+     None),
+    ([("upload", 0, 0), ("commit", 0, 0, 0, True)], 2, [("branch", 0, 2)]),
+    ([("delete", 0)], 1, None),
+])
+NOT_VACUOUS = {"incremental", "slices skipped", "suspects rechecked", "deleted by incremental",
+               "expired by incremental", "revived"}
+
+
+def check_many_histories(spark, clock: Clock, max_examples: int) -> Counter:
+    tally: Counter = Counter()
+
+    @settings(max_examples=max_examples, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+              print_blob=True)
+    @given(**histories)
+    @example(**EVERYTHING)
+    def check(policy, min_age_minutes, steps):
+        check_history(spark, clock, policy, min_age_minutes, steps, tally)
+
+    check()
+    assert NOT_VACUOUS <= set(tally), tally
+    return tally
+
+
+def test_incremental_runs_delete_exactly_what_clean_runs_would(spark, clock):
+    """A few random histories and the pinned one (about a minute on 2 cores)."""
+    check_many_histories(spark, clock, max_examples=3)
+
+
+@pytest.mark.slow
+def test_incremental_runs_delete_exactly_what_clean_runs_would_many_histories(spark, clock):
+    """The same property on 60 histories: `./dev test -m slow`."""
+    tally = check_many_histories(spark, clock, max_examples=60)
+    assert tally["histories"] >= 50
