@@ -81,17 +81,17 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
     run_id = new_run_id(now)
     with Lease(lake.metastore, name, run_id) as lease:
         _report_interrupted(store, repo, lease.interrupted)
-        plan = plan_run(store, repo, options, policy)
+        chosen = plan_run(store, repo, options, policy)
         spark = spark or _spark(options)
-        summary = RunSummary(run_id, name, RunState.MARKING, plan.mode, options.dry_run, options.mark_only,
+        summary = RunSummary(run_id, name, RunState.MARKING, chosen.mode, options.dry_run, options.mark_only,
                              now.isoformat(), None, (now - options.min_age).isoformat(),
-                             options.min_age.total_seconds(), policy, mode_reason=plan.reason,
-                             base_run_id=plan.base.run_id if plan.base else None)
+                             options.min_age.total_seconds(), policy, mode_reason=chosen.reason,
+                             base_run_id=chosen.base.run_id if chosen.base else None)
         store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
                                "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
         timed = _Timer(summary, phase)
         with _recorded(store, repo, summary):
-            result = mark(spark, repo, run_id, plan, policy_of, now, options.min_age, timed)
+            result = mark(spark, repo, run_id, chosen, policy_of, now, options.min_age, timed)
             timed.stop()
             summary.num_listed, summary.num_candidates = result.num_listed, result.num_candidates
             summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason
