@@ -416,33 +416,51 @@ def test_candidates_a_sweep_revived_are_looked_up_by_the_next_run(lakeside: Lake
     assert ls.candidates(r2) == {x: "expired"} and ls.deleted(r2) == {x}
 
 
-def test_young_objects_and_late_token_writes_keep_a_slice_open(lakeside: Lakeside, clock: Clock):
-    """A slice settles only once nothing can land in it any more: a token handed out there keeps it
-    open until the token expires (its holder may write until then); and an object younger than
-    min-age found in a slice keeps it open whatever its window says."""
+def test_a_slice_stays_open_while_an_object_may_still_land_in_it(lakeside: Lakeside, clock: Clock):
+    """Run 1 sees three closed slices (more than an hour old), each with an old object, and settles
+    none of them: in s1 a token handed out earlier may still be used; in s3 an upload started just
+    before the slice closed may still be in flight (it may take min-age); in s2 an object is younger
+    than min-age (whatever the window says). All three objects then land or age and are garbage:
+    run 2 must list those slices to find them."""
     ls = lakeside
-    options = replace(MIN_AGE_0, min_age=timedelta(minutes=30))
-    claims = ls.repo.get_physical_address("main", "late", ttl=5 * HOUR)
-    token_slice = ls.slice_of(claims.address)
-    clock.advance(2 * HOUR)
-    odd = ls.upload("main", "odd")  # a second slice, then an object in it much younger than its window
-    odd_slice = ls.slice_of(odd)
-    ls.repo.reset_branch("main")
-    clock.advance(2 * HOUR)
-    ls.touch(odd, clock.now - timedelta(minutes=10))
+    options = replace(MIN_AGE_0, min_age=HOUR)
+    start = clock.now
+    early = ls.upload("main", "early")
+    claims = ls.repo.get_physical_address("main", "late", ttl=5 * HOUR)  # may write until start + 5h
+    s1 = ls.slice_of(early)
+    assert ls.slice_of(claims.address) == s1
+    ls.repo.commit("main", "early")
+    clock.advance(HOUR)
+    odd = ls.upload("main", "odd")
+    s2 = ls.slice_of(odd)
+    ls.repo.reset_branch("main")  # odd is abandoned
+    clock.advance(HOUR)
+    anchor = ls.upload("main", "anchor")
+    s3 = ls.slice_of(anchor)
+    ls.repo.commit("main", "anchor")
+    clock.advance(timedelta(minutes=59))
+    in_flight = f"data/{ls.repo._current_slice()}/in-flight"  # an upload starts in s3, just before it closes
+    assert ls.slice_of(in_flight) == s3
+    started = clock.now
+    clock.advance(timedelta(minutes=21))
+    ls.touch(odd, clock.now - timedelta(minutes=10))  # younger than min-age: it must not be taken for settled
 
-    r1 = ls.run(options)
-    assert ls.settled_by(r1) == set() and ls.candidates(r1) == {}
-    clock.advance(timedelta(minutes=50))  # the token is still live for 10 minutes: its holder writes now
-    ls.repo.storage.write(claims.address, b"late")
+    r1 = ls.run(options)  # start + 3h20: s1, s2, s3 are closed
+    assert r1.num_slices_listed == 3 and ls.settled_by(r1) == set() and ls.candidates(r1) == {}
+    clock.advance(timedelta(minutes=20))
+    ls.repo.storage.write(in_flight, b"slow")  # the upload finishes (within min-age), never staged
+    ls.touch(in_flight, started)
+    ls.repo.storage.write(claims.address, b"late")  # the token holder writes (token still live), never links
     ls.touch(claims.address)
-    clock.advance(2 * HOUR)  # the token has expired and was never linked
+    clock.advance(timedelta(hours=3, minutes=30))  # start + 7h10: the token expired; s1 settles now
 
     r2 = ls.run_compared(options)
-    assert r2.mode == "incremental" and r2.num_slices_skipped == 0 and r2.num_slices_listed == 2
-    assert ls.candidates(r2) == {claims.address: "uncommitted", odd: "uncommitted"}
-    assert ls.deleted(r2) == {claims.address, odd}
-    assert ls.settled_by(r2) == {token_slice, odd_slice}
+    assert mode(r2) == ("incremental", f"builds on run {r1.run_id}", r1.run_id)
+    assert (r2.num_slices_skipped, r2.num_slices_listed) == (0, 3)
+    assert ls.candidates(r2) == {claims.address: "uncommitted", odd: "uncommitted", in_flight: "uncommitted"}
+    assert ls.deleted(r2) == {claims.address, odd, in_flight}
+    assert ls.exists(early) and ls.exists(anchor)
+    assert ls.settled_by(r2) == {s1, s2, s3} and clock.now - start == timedelta(hours=7, minutes=10)
 
 
 # ================================================================================================
