@@ -1,7 +1,7 @@
 """Parquet in and out of a namespace on the executors, through lakegc's storage layer.
 
-Executors open the namespace themselves (local folder or object store), so no Hadoop connector is
-needed, and data moves as Arrow batches (`mapInArrow`) rather than row by row.
+Executors get the driver's `Storage` (it pickles with its settings, not its client) and open the
+namespace themselves (local folder or object store), so no Hadoop connector is needed, and data moves as Arrow batches (`mapInArrow`) rather than row by row.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakegc.storage import open_storage
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 PART_SCHEMA = "key string, rows long"
 
 
-def read_parquet(spark: "SparkSession", namespace: str, keys: list[str], schema: str) -> "DataFrame":
-    """A DataFrame of the Parquet files `keys` (part files of one output) in `namespace`."""
+def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schema: str) -> "DataFrame":
+    """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
         for batch in batches:
             for key in batch.column("key").to_pylist():
                 table = pq.read_table(io.BytesIO(storage.read(key)))
@@ -37,25 +36,25 @@ def read_parquet(spark: "SparkSession", namespace: str, keys: list[str], schema:
     return keys_df.repartition(max(1, min(len(keys), spark.sparkContext.defaultParallelism * 2))).mapInArrow(read, schema)
 
 
-def write_parquet(df: "DataFrame", namespace: str, prefix: str) -> list[tuple[str, int]]:
+def write_parquet(df: "DataFrame", storage: Storage, prefix: str) -> list[tuple[str, int]]:
     """Write each partition of `df` as one Parquet part under `prefix/`; returns (key, rows) per part
     (a short list: one row per partition, never the data)."""
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-        rows = _store(namespace, key, batches, schema=None)
+        rows = _store(storage, key, batches, schema=None)
         if rows is not None:  # an empty partition writes no part
             yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
 
     return [(r.key, r.rows) for r in df.mapInArrow(write, PART_SCHEMA).collect()]
 
 
-def write_driver_parquet(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
+def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
     """Stream batches from the driver into one Parquet object (written even when empty, since
     readers expect it); returns the rows written."""
-    return _store(namespace, key, batches, schema) or 0
+    return _store(storage, key, batches, schema) or 0
 
 
-def _store(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
+def _store(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
     """Write batches to `key` through a spooled temp file, so neither driver nor executor holds the
     whole set. With no schema, it comes from the first batch, and no batch means no object (None)."""
     rows = 0
@@ -70,5 +69,5 @@ def _store(namespace: str, key: str, batches: Iterable[pa.RecordBatch], schema: 
             return None
         writer.close()
         sink.seek(0)
-        open_storage(namespace).write(key, sink)
+        storage.write(key, sink)
     return rows

@@ -62,6 +62,8 @@ def check_namespace(repo: Repository) -> None:
     """GC only a namespace that answers and says it belongs to this repository."""
     try:
         owner = json.loads(repo.storage.read(MARKER)).get("repository")
+    except NamespaceError:
+        raise
     except (LakegcError, OSError, ValueError) as exc:
         raise NamespaceError(f"namespace {repo.info.storage_namespace} is unreachable or not a lakegc namespace: {exc}") from None
     if owner != repo.name:

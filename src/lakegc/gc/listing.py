@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 
 from lakegc.repo.slices import DATA_PREFIX
-from lakegc.storage import ObjectInfo, Storage, open_storage
+from lakegc.storage import ObjectInfo, Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,13 +30,12 @@ def slices(storage: Storage) -> list[str]:
     return storage.list_dirs(DATA_PREFIX)
 
 
-def list_namespace(spark: "SparkSession", namespace: str, slice_names: list[str], older_than: datetime) -> "DataFrame":
+def list_namespace(spark: "SparkSession", storage: Storage, slice_names: list[str], older_than: datetime) -> "DataFrame":
     """Objects of the given slices (and the root); `young` marks those modified at or after
     `older_than` (never candidates, and they keep their slice from settling)."""
     cutoff = older_than
 
     def list_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
         for batch in batches:
             for name in batch.column("slice").to_pylist():
                 if name == _ROOT:
@@ -67,13 +66,12 @@ def _batches(objects: Iterator[tuple[ObjectInfo, str]], cutoff: datetime) -> Ite
         yield pa.RecordBatch.from_pydict(cols, schema=LISTING_SCHEMA)
 
 
-def stat_objects(spark: "SparkSession", namespace: str, addresses: "DataFrame", older_than: datetime) -> "DataFrame":
+def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame", older_than: datetime) -> "DataFrame":
     """Look up objects one by one (columns `address`, `slice`), as rows of a listing; the ones that
     no longer exist are left out."""
     cutoff = older_than
 
     def stat(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
         for batch in batches:
             pairs = zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
             found = ((storage.stat(key), slice_name) for key, slice_name in pairs)

@@ -31,6 +31,7 @@ from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +64,7 @@ def uncommitted_key(run_id: str) -> str:
 
 def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
          min_age: timedelta, phase: Phase) -> MarkResult:
-    namespace = repo.info.storage_namespace
+    storage = repo.storage
     prefix = run_prefix(run_id)
     cutoff = now - min_age
 
@@ -71,7 +72,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     slice_names = slices(repo.storage)
     to_list = [name for name in slice_names if name not in plan.settled]
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
-    listing = list_namespace(spark, namespace, to_list, cutoff).persist()
+    listing = list_namespace(spark, storage, to_list, cutoff).persist()
     num_listed = listing.where(~listing.young).count()  # listed first: the order below keeps concurrent writes safe
     young = {r.slice for r in listing.where(listing.young).select("slice").distinct().collect()}
 
@@ -85,7 +86,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
 
     phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
-    protected, active_ranges = referenced(spark, namespace, (graph.metaranges[c] for c in active), uncommitted_key(run_id))
+    protected, active_ranges = referenced(spark, storage, (graph.metaranges[c] for c in active), uncommitted_key(run_id))
     objects = listing.where(~listing.young)
     num_rechecked = 0
     cached: list["DataFrame"] = [listing]
@@ -96,14 +97,14 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         cached += [protected, suspects]
         num_rechecked = suspects.count()
         objects = objects.unionByName(suspects)
-    candidates = _candidates(spark, namespace, objects.where(~objects.young).drop("young"), protected,
+    candidates = _candidates(spark, storage, objects.where(~objects.young).drop("young"), protected,
                              active_ranges, graph, active)
-    write_parquet(candidates, namespace, f"{prefix}candidates")
+    write_parquet(candidates, storage, f"{prefix}candidates")
     for df in cached:
         df.unpersist()
 
     phase("counting candidates")
-    stats = candidate_stats(spark, namespace, output_keys(repo.storage, run_id, "candidates"))
+    stats = candidate_stats(spark, storage, output_keys(storage, run_id, "candidates"))
     return MarkResult(num_listed, num_uncommitted, active, len(graph.commits) - len(active),
                       sum(c for c, _ in stats.values()), sum(b for _, b in stats.values()),
                       {reason: c for reason, (c, _) in stats.items()}, len(to_list), len(plan.settled & set(slice_names)),
@@ -124,25 +125,25 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, graph: Graph,
     (see `incremental`), looked up in storage: rows like the listing's."""
     from pyspark.sql import functions as F
 
-    namespace, base = repo.info.storage_namespace, plan.base.run_id  # type: ignore[union-attr]
-    base_active = set(json.loads(repo.storage.read(f"{run_prefix(base)}active_commits.json")))
+    storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
+    base_active = set(json.loads(storage.read(f"{run_prefix(base)}active_commits.json")))
     unknown = base_active - graph.metaranges.keys()
     if unknown:
         raise LakegcError(f"run {base} counted commits this repository no longer has ({len(unknown)}, e.g. "
                           f"{min(unknown)}): run `gc run --clean`")
-    left, _ = tree_addresses(spark, namespace, (graph.metaranges[c] for c in base_active - active),
+    left, _ = tree_addresses(spark, storage, (graph.metaranges[c] for c in base_active - active),
                              exclude_ranges=active_ranges)
     addresses = (left
-                 .union(read_parquet(spark, namespace, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address"))
-                 .union(read_parquet(spark, namespace, output_keys(repo.storage, base, "revived"),
+                 .union(read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address"))
+                 .union(read_parquet(spark, storage, output_keys(storage, base, "revived"),
                                      CANDIDATES_SCHEMA).select("address")))
     in_settled = (addresses.withColumn("slice", F.regexp_extract("address", SLICE_OF_KEY, 1))
                   .where(F.col("slice").isin(sorted(plan.settled))).distinct()
                   .join(protected, "address", "left_anti"))
-    return stat_objects(spark, namespace, in_settled, cutoff)
+    return stat_objects(spark, storage, in_settled, cutoff)
 
 
-def _candidates(spark: "SparkSession", namespace: str, objects: "DataFrame", protected: "DataFrame",
+def _candidates(spark: "SparkSession", storage: Storage, objects: "DataFrame", protected: "DataFrame",
                 active_ranges: "DataFrame", graph: Graph, active: set[str]) -> "DataFrame":
     from pyspark.sql import functions as F
 
@@ -150,17 +151,17 @@ def _candidates(spark: "SparkSession", namespace: str, objects: "DataFrame", pro
     expired_mids = [graph.metaranges[c] for c in graph.commits if c not in active]
     if not expired_mids:  # nothing expired: every candidate is uncommitted garbage
         return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))
-    expired, _ = tree_addresses(spark, namespace, expired_mids, exclude_ranges=active_ranges)
+    expired, _ = tree_addresses(spark, storage, expired_mids, exclude_ranges=active_ranges)
     flagged = expired.distinct().withColumn("in_expired_commit", F.lit(True))
     return (unreferenced.join(flagged, "address", "left")
             .select("address", "size", "mtime",
                     F.when(F.col("in_expired_commit"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason")))
 
 
-def candidate_stats(spark: "SparkSession", namespace: str, keys: list[str]) -> dict[str, tuple[int, int]]:
+def candidate_stats(spark: "SparkSession", storage: Storage, keys: list[str]) -> dict[str, tuple[int, int]]:
     """reason -> (count, bytes), aggregated on the executors."""
     from pyspark.sql import functions as F
 
-    rows = (read_parquet(spark, namespace, keys, CANDIDATES_SCHEMA).groupBy("reason")
+    rows = (read_parquet(spark, storage, keys, CANDIDATES_SCHEMA).groupBy("reason")
             .agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect())
     return {r["reason"]: (int(r["n"]), int(r["bytes"] or 0)) for r in rows}

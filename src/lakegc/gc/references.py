@@ -22,7 +22,7 @@ from lakegc.gc.arrowio import read_parquet, write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX
 from lakegc.repo.repository import Repository
-from lakegc.storage import normalize_location, open_storage, relative_to
+from lakegc.storage import Storage, normalize_location, relative_to
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +81,7 @@ def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int
                     yield pa.RecordBatch.from_pydict({"address": kept, "source": [source] * len(kept)},
                                                      schema=UNCOMMITTED_SCHEMA)
 
-        count = write_driver_parquet(namespace, key, batches(), UNCOMMITTED_SCHEMA)
+        count = write_driver_parquet(repo.storage, key, batches(), UNCOMMITTED_SCHEMA)
         graph = _read_graph(conn, repo.name)
     return count, graph
 
@@ -95,21 +95,20 @@ def _read_graph(conn: sa.Connection, repo: str) -> Graph:
                  {r.id: r.metarange_id for r in rows}, branches, tags)
 
 
-def tree_addresses(spark: "SparkSession", namespace: str, metarange_ids: Iterable[str],
+def tree_addresses(spark: "SparkSession", storage: Storage, metarange_ids: Iterable[str],
                    exclude_ranges: "DataFrame | None" = None) -> tuple["DataFrame", "DataFrame"]:
     """(addresses, range ids) of the trees: each distinct range is read once, on the executors.
     Ranges in `exclude_ranges` are skipped (already read elsewhere)."""
     mids = sorted(set(metarange_ids))
+    namespace = storage.uri
 
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
         for batch in batches:
             for mid in batch.column("metarange_id").to_pylist():
                 table = pq.read_table(io.BytesIO(storage.read(METARANGES_PREFIX + mid)), columns=["range_id"])
                 yield from table.to_batches()
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = open_storage(namespace)
         for batch in batches:
             for rid in batch.column("range_id").to_pylist():
                 table = pq.read_table(io.BytesIO(storage.read(RANGES_PREFIX + rid)), columns=["address", "address_kind"])
@@ -133,9 +132,9 @@ def tree_addresses(spark: "SparkSession", namespace: str, metarange_ids: Iterabl
     return addresses, ranges
 
 
-def referenced(spark: "SparkSession", namespace: str, metarange_ids: Iterable[str],
+def referenced(spark: "SparkSession", storage: Storage, metarange_ids: Iterable[str],
                uncommitted_key: str) -> tuple["DataFrame", "DataFrame"]:
     """(addresses, range ids): every address the trees or the uncommitted snapshot reference."""
-    committed, ranges = tree_addresses(spark, namespace, metarange_ids)
-    uncommitted = read_parquet(spark, namespace, [uncommitted_key], UNCOMMITTED_DDL).select("address")
+    committed, ranges = tree_addresses(spark, storage, metarange_ids)
+    uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
     return committed.union(uncommitted), ranges

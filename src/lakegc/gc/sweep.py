@@ -20,7 +20,7 @@ from lakegc.gc.references import referenced, snapshot_uncommitted
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, open_storage
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,19 +38,19 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     """Returns (deleted, bytes deleted, failed, revived). What will be deleted is written to
     `to_delete/` first, so a sweep killed halfway has recorded everything it may have deleted;
     `before_delete` gets the last word (the run's lease check)."""
-    namespace = repo.info.storage_namespace
+    storage = repo.storage
     prefix = run_prefix(run_id)
-    candidates = read_parquet(spark, namespace, output_keys(repo.storage, run_id, "candidates"), CANDIDATES_SCHEMA)
+    candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), CANDIDATES_SCHEMA)
     protected = _protected_now(spark, repo, f"{prefix}recheck/uncommitted.parquet", policy_of, marked_active, now)
     revived = candidates.join(protected, "address", "left_semi")
-    revived_parts = write_parquet(revived, namespace, f"{prefix}revived")
-    write_parquet(candidates.join(protected, "address", "left_anti"), namespace, f"{prefix}to_delete")
+    revived_parts = write_parquet(revived, storage, f"{prefix}revived")
+    write_parquet(candidates.join(protected, "address", "left_anti"), storage, f"{prefix}to_delete")
     before_delete()
-    to_delete = read_parquet(spark, namespace, output_keys(repo.storage, run_id, "to_delete"), CANDIDATES_SCHEMA)
+    to_delete = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), CANDIDATES_SCHEMA)
     results = to_delete.repartition(spark.sparkContext.defaultParallelism * 2).mapInArrow(
-        lambda batches: _delete(namespace, batches), RESULT_DDL)
-    write_parquet(results, namespace, f"{prefix}deleted")
-    return (*deletion_stats(spark, namespace, output_keys(repo.storage, run_id, "deleted")),
+        lambda batches: _delete(storage, batches), RESULT_DDL)
+    write_parquet(results, storage, f"{prefix}deleted")
+    return (*deletion_stats(spark, storage, output_keys(storage, run_id, "deleted")),
             sum(rows for _, rows in revived_parts))
 
 
@@ -59,13 +59,12 @@ def _protected_now(spark: "SparkSession", repo: Repository, uncommitted_key: str
     """Addresses referenced now that the mark did not count as referenced."""
     _, graph = snapshot_uncommitted(repo, uncommitted_key, now)
     newly_active = active_commits(graph.commits, graph.branches, policy_of, graph.tags) - marked_active
-    protected, _ = referenced(spark, repo.info.storage_namespace, (graph.metaranges[c] for c in newly_active),
+    protected, _ = referenced(spark, repo.storage, (graph.metaranges[c] for c in newly_active),
                               uncommitted_key)
     return protected.distinct()
 
 
-def _delete(namespace: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    storage = open_storage(namespace)
+def _delete(storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     pending: list[dict] = []
     for batch in batches:
         pending.extend(batch.to_pylist())
@@ -102,11 +101,11 @@ def _delete_batch(storage: Storage, rows: list[dict]) -> pa.RecordBatch:
         schema=RESULT_SCHEMA)
 
 
-def deletion_stats(spark: "SparkSession", namespace: str, keys: list[str]) -> tuple[int, int, int]:
+def deletion_stats(spark: "SparkSession", storage: Storage, keys: list[str]) -> tuple[int, int, int]:
     """(deleted, bytes deleted, failed)."""
     from pyspark.sql import functions as F
 
-    row = read_parquet(spark, namespace, keys, RESULT_DDL).agg(
+    row = read_parquet(spark, storage, keys, RESULT_DDL).agg(
         F.sum(F.when(F.col("deleted"), 1).otherwise(0)).alias("n"),
         F.sum(F.when(F.col("deleted"), F.col("size")).otherwise(0)).alias("bytes"),
         F.sum(F.when(F.col("deleted"), 0).otherwise(1)).alias("failed")).first()

@@ -9,9 +9,10 @@ from urllib.parse import unquote, urlparse
 from lakegc.errors import InvalidArgument, NamespaceError, ObjectNotFound
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, Storage, check_key
 from lakegc.storage.local import LocalStorage
+from lakegc.storage.s3 import S3Settings, S3Storage, describe, s3_client, split_s3
 
 __all__ = [
-    "DeleteOutcome", "ObjectInfo", "Storage", "LocalStorage", "check_key",
+    "DeleteOutcome", "ObjectInfo", "Storage", "LocalStorage", "S3Settings", "S3Storage", "check_key",
     "normalize_location", "open_storage", "read_location", "relative_to",
 ]
 
@@ -54,16 +55,25 @@ def open_storage(namespace: str) -> Storage:
     namespace = normalize_location(namespace)
     if namespace.startswith("file://"):
         return LocalStorage(unquote(urlparse(namespace).path))
-    raise NamespaceError(f"storage for {namespace!r} is not supported yet (local folders only)")
+    return S3Storage(namespace)
 
 
 def read_location(location: str) -> bytes:
     """Read an object by full URI (addresses linked from outside the namespace)."""
     location = normalize_location(location)
-    path = unquote(urlparse(location).path)
     if location.startswith("file://"):
         try:
-            return Path(path).read_bytes()
+            return Path(unquote(urlparse(location).path)).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"{location} does not exist") from None
-    raise NamespaceError(f"reading {location!r} is not supported yet (local folders only)")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split_s3(location)
+    try:
+        return s3_client(S3Settings.from_env()).get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NoSuchBucket"):
+            raise ObjectNotFound(f"{location} does not exist") from None
+        raise NamespaceError(f"reading {location} failed: {describe(exc)}") from None
+    except BotoCoreError as exc:
+        raise NamespaceError(f"reading {location} failed: {describe(exc)}") from None
