@@ -25,14 +25,20 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     # The driver JVM starts before any conf applies (client mode); Spark puts SPARK_CONF_DIR on its
     # classpath, where log4j2 finds our quiet configuration.
     os.environ.setdefault("SPARK_CONF_DIR", str(_CONF_DIR))
-    builder = (SparkSession.builder.appName("lakegc")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2))))
-               .config("spark.sql.adaptive.enabled", "true")
-               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_CONF_DIR / 'log4j2.properties'}"))
+    defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
+                "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
+                "spark.sql.adaptive.enabled": "true",
+                "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_CONF_DIR / 'log4j2.properties'}"}
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its --conf and spark-defaults.conf win
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the JVM spark-submit started, whose conf SparkConf() reads
+        given = SparkConf()
+        defaults = {key: value for key, value in defaults.items() if not given.contains(key)}
+    builder = SparkSession.builder.appName("lakegc")  # also under spark-submit, which names it after the script
+    for key, value in defaults.items():
+        builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
     elif "spark.master" not in (conf or {}) and "PYSPARK_GATEWAY_PORT" not in os.environ:
