@@ -492,7 +492,7 @@ def test_deferred_sweep_killed_mid_sweep(lake, template, twin, spawn):
     report("gc sweep mid-sweep", check_converged(lake, template, twin, killed))
 
 
-@pytest.mark.parametrize("seed", [14, 7, 20])
+@pytest.mark.parametrize("seed", [14, pytest.param(7, marks=pytest.mark.slow), pytest.param(20, marks=pytest.mark.slow)])
 def test_killed_at_a_random_point(lake, template, twin, spawn, seed):
     """A seeded random point: some seconds into Spark's start, or some time after a random phase began."""
     rng = random.Random(seed)
