@@ -1,4 +1,8 @@
-"""Shared fixtures: every test gets its own SQLite metastore and folders, and drives the real CLI."""
+"""Shared fixtures: every test gets its own metastore and folders, and drives the real CLI.
+
+The metastore is SQLite, and for the modules (or single tests) listed in BOTH_BACKENDS also a fresh
+database on a real PostgreSQL server started for the test process: those tests run once per
+backend, with ids `[sqlite]` and `[postgresql]`."""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -22,6 +28,21 @@ import typer.testing
 import lakegc.metastore as metastore
 from lakegc.cli.main import app
 from lakegc.repo.repository import Lake
+from pgserver import PgServer, find_binaries
+
+# Run on SQLite and on PostgreSQL: whole modules, or "module.py::name" for the tests of a module named
+# so or using a fixture so named. Every such test whose fixtures need `backend` (through `env`,
+# `module_env`, ...) is parametrized over BACKENDS.
+# (The bad-input tables of test_cli_errors.py check argument handling and stay on SQLite: they
+# add two minutes on PostgreSQL and would prove nothing more.)
+BOTH_BACKENDS = {
+    "test_cli_repo_refs.py", "test_cli_objects.py", "test_cli_history.py", "test_graph_merge.py",
+    "test_storage_metastore.py", "test_gc_cli.py::life",
+    "test_gc_cli.py::test_failed_run_is_recorded_deletes_nothing_and_a_rerun_converges",
+    "test_gc_scenarios.py::seed000", "test_gc_scenarios.py::mixed",  # the scenarios, not every GC test there
+    "test_gc_concurrency.py::test_gc_rounds_while_writer_processes_hammer_the_repository",
+}
+BACKENDS = ["sqlite", "postgresql"]
 
 # typer rebuilds the click command tree on every in-process invoke (about half of each call's
 # cost); build it once per process. The commands run exactly as they would otherwise.
@@ -58,15 +79,59 @@ class Env:
         return {"LAKEGC_HOME": str(self.home), "LAKEGC_METASTORE": self.metastore}
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = Path(metafunc.definition.path).name
+    names = {module, *(f"{module}::{name}" for name in (metafunc.function.__name__, *metafunc.fixturenames))}
+    if "backend" in metafunc.fixturenames and names & BOTH_BACKENDS:
+        # module scope: a module-scoped fixture (a GC scenario, say) is built once per backend
+        metafunc.parametrize("backend", BACKENDS, scope="module")
+
+
+@pytest.fixture(scope="session")
+def backend() -> str:
+    """The metastore backend; tests listed in BOTH_BACKENDS get each of BACKENDS instead."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server per test process (per xdist worker), started on first use. Without
+    the binaries this fails: a PostgreSQL test that silently skipped would prove nothing."""
+    bindir = find_binaries()
+    if bindir is None:
+        pytest.fail("PostgreSQL server binaries not found: install Debian's postgresql package", pytrace=False)
+    server = PgServer(bindir)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.remove()
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.remove()
+
+
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
+def pg_url(pg_server: PgServer) -> str:
+    """The SQLAlchemy URL of a fresh, empty PostgreSQL database."""
+    return pg_server.create_database()
+
+
+def new_metastore(request: pytest.FixtureRequest, backend: str, home: Path) -> str:
+    """A fresh metastore URL: a SQLite file in `home`, or a new database on the test server."""
+    if backend == "postgresql":
+        return request.getfixturevalue("pg_server").create_database()
+    return f"sqlite:///{home / 'lakegc.db'}"
+
+
+@pytest.fixture
+def env(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Env:
     home = tmp_path / "home"
-    return Env(home, f"sqlite:///{home / 'lakegc.db'}", tmp_path)
+    return Env(home, new_metastore(request, backend, home), tmp_path)
 
 
 def patch_short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """For tests that run one command at a time: any SQLite lock wait can only be a command
-    deadlocking on itself, so wait 0.3 s instead of the production 60 s and fail fast."""
+    """For tests that run one command at a time: any lock wait can only be a command deadlocking
+    on itself, so wait 0.3 s instead of the production 60 s and fail fast."""
     original = metastore._create_engine
 
     def create_engine(url: str) -> sa.engine.Engine:
@@ -75,6 +140,11 @@ def patch_short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
             @sa.event.listens_for(engine, "connect")
             def _short_busy_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
                 dbapi_conn.execute("PRAGMA busy_timeout=300")
+        elif engine.dialect.name == "postgresql":
+            @sa.event.listens_for(engine, "connect")
+            def _short_lock_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+                dbapi_conn.execute("SET lock_timeout = '300ms'")
+                dbapi_conn.commit()  # a session setting, not part of the next transaction
         return engine
 
     monkeypatch.setattr(metastore, "_create_engine", create_engine)
@@ -174,6 +244,25 @@ def age_objects(namespace: Path, when: datetime, prefix: str = "data/") -> int:
             os.utime(path, (when.timestamp(), when.timestamp()))
             count += 1
     return count
+
+
+def clone_lake(home: Path, ns: Path, dest: Path) -> Env:
+    """An exact twin of a SQLite lake under `dest`: the namespace as hard links (same keys and mtimes
+    in a fraction of a copy's time; GC only unlinks objects and writes new files, so twins never
+    affect each other), the metastore through SQLite's backup API, the repository pointed at the
+    new namespace."""
+    env = Env(dest / "home", f"sqlite:///{dest / 'home' / 'lakegc.db'}", dest)
+    shutil.copytree(ns, env.namespace(), symlinks=True, copy_function=os.link)
+    env.home.mkdir(parents=True)
+    source, target = sqlite3.connect(home / "lakegc.db"), sqlite3.connect(env.home / "lakegc.db")
+    try:
+        source.backup(target)
+        target.execute("UPDATE repositories SET storage_namespace = ?", (env.namespace().as_uri(),))
+        target.commit()
+    finally:
+        source.close()
+        target.close()
+    return env
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:

@@ -22,17 +22,14 @@ from xml.sax.saxutils import escape
 
 import pytest
 
+from loopback import free_port
+
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "expect"}
 _EMPTY_DELETE_RESULT = (b'<?xml version="1.0" encoding="UTF-8"?>'
                         b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></DeleteResult>')
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MotoServer:

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from conftest import one_error, heads, patch_short_lock_wait
+from conftest import one_error, heads, new_metastore, patch_short_lock_wait
 from lakegc.cli.main import app
 from lakegc.repo.repository import _new_commit
 from lakegc.timeutil import parse_date
@@ -39,10 +39,10 @@ class World:
     """One repository with history, tags, branches, staging and a collected object, built once for
     the whole bad-input table (every row must leave it exactly as it was)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, metastore: str):
         self.root = root
         self.home = root / "home"
-        self.metastore = f"sqlite:///{self.home / 'lakegc.db'}"
+        self.metastore = metastore
         self.ns = root / "ns"
         self.other_ns = root / "other-ns"
         self.outside = root / "outside.bin"
@@ -130,10 +130,11 @@ def dump_metastore(url: str) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, backend, request):
     with pytest.MonkeyPatch.context() as mp:
         patch_short_lock_wait(mp)
-        w = World(tmp_path_factory.mktemp("errors-world"))
+        root = tmp_path_factory.mktemp("errors-world")
+        w = World(root, new_metastore(request, backend, root / "home"))
         w.build()
         w.initial_view = w.cli_view()
         yield w
@@ -360,6 +361,16 @@ def test_process_usage_error_exits_2(sh):
     result = sh("fs", "cat")
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr
+
+
+def test_process_unreachable_postgresql_metastore_is_one_line_without_the_password(tmp_path):
+    url = "postgresql+psycopg://x:secret@127.0.0.1:1/db"
+    proc = subprocess.run([sys.executable, "-m", "lakegc", "--metastore", url, "repo", "list"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "LAKEGC_HOME": str(tmp_path)})
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.rstrip("\n").split("\n") == [
+        'error: metastore postgresql+psycopg://x:***@127.0.0.1:1/db: connection failed: connection to server at '
+        '"127.0.0.1", port 1 failed: Connection refused']
 
 
 def test_console_script_entry_point_runs_and_reports_errors(env, sh):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import CliResult, Env, make_cli, one_error, snapshot
+from conftest import CliResult, Env, make_cli, new_metastore, one_error, snapshot
 from lakegc.repo.repository import Lake
 from lakegc.timeutil import as_utc, utcnow
 
@@ -91,9 +91,9 @@ class Lifecycle:
 
 
 @pytest.fixture(scope="module")
-def life(tmp_path_factory, spark) -> Lifecycle:
+def life(tmp_path_factory, spark, backend, request) -> Lifecycle:
     root = tmp_path_factory.mktemp("lifecycle")
-    env = Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
+    env = Env(root / "home", new_metastore(request, backend, root / "home"), root)
     cli = make_cli(env)
     g = build_garbage(env, cli)
     before = data(g.ns)

@@ -2,7 +2,8 @@
 meet on one repository (the lease), and a deferred sweep re-checks what was revived since its mark.
 
 Every writer is a separate process (tests/concurrent_writer.py) with its own Lake on the shared
-SQLite metastore, as real clients are; GC runs in this process on the session's Spark.
+metastore, as real clients are; GC runs in this process on the session's Spark. The writers' test
+runs on SQLite and on PostgreSQL (conftest's BOTH_BACKENDS).
 """
 
 from __future__ import annotations

@@ -26,9 +26,7 @@ import json
 import os
 import queue
 import random
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -43,7 +41,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 
-from conftest import CliResult, Env, make_cli
+from conftest import CliResult, Env, clone_lake, make_cli
 from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow
 
@@ -179,20 +177,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
 
 
 def clone(template: Template, dest: Path) -> Lake:
-    """An exact copy: the namespace as hard links (same keys and mtimes, in a fraction of a copy's
-    time; GC only ever unlinks objects and writes new files, so clones never affect each other), the
-    metastore through SQLite's backup API, and the repository pointed at the new namespace."""
-    env = Env(dest / "home", f"sqlite:///{dest / 'home' / 'lakegc.db'}", dest)
-    shutil.copytree(template.root / "ns", env.namespace(), symlinks=True, copy_function=os.link)
-    env.home.mkdir(parents=True)
-    src, dst = sqlite3.connect(template.root / "home" / "lakegc.db"), sqlite3.connect(env.home / "lakegc.db")
-    try:
-        src.backup(dst)
-        dst.execute("UPDATE repositories SET storage_namespace = ?", (env.namespace().as_uri(),))
-        dst.commit()
-    finally:
-        src.close()
-        dst.close()
+    env = clone_lake(template.root / "home", template.root / "ns", dest)
     return Lake(env, make_cli(env))
 
 
@@ -460,6 +445,7 @@ def test_killed_while_listing(lake, template, twin, spawn):
     report("listing", check_converged(lake, template, twin, killed))
 
 
+@pytest.mark.slow  # the mid-sweep kills cover the sweep phase in the default run
 def test_killed_after_mark(lake, template, twin, spawn):
     gc = spawn(lake.env, "gc", "run", REPO)
     assert gc.wait_for_line(SWEEP_PHASE), gc.stderr[-20:]
@@ -480,6 +466,7 @@ def test_killed_mid_sweep(lake, template, twin, spawn):
     report("mid-sweep", check_converged(lake, template, twin, killed))
 
 
+@pytest.mark.slow
 def test_deferred_sweep_killed_mid_sweep(lake, template, twin, spawn):
     marked = lake.cli("gc", "run", REPO, "--mark-only", "--json").json()
     assert marked["state"] == "marked" and marked["num_candidates"] == len(template.garbage)

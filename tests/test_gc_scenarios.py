@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 import sqlalchemy as sa
 
-from conftest import CliResult, Env, make_cli, one_error, snapshot
+from conftest import CliResult, Env, make_cli, new_metastore, one_error, snapshot
 from lakegc.metastore import schema as t
 from lakegc.timeutil import as_utc, utcnow
 
@@ -29,9 +29,11 @@ Cli = Callable[..., CliResult]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def module_env(tmp_path_factory: pytest.TempPathFactory, name: str) -> Env:
+def module_env(tmp_path_factory: pytest.TempPathFactory, name: str, request: pytest.FixtureRequest,
+               backend: str) -> Env:
+    """An Env for a module-scoped fixture: `request` and `backend` are that fixture's own."""
     root = tmp_path_factory.mktemp(name)
-    return Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
+    return Env(root / "home", new_metastore(request, backend, root / "home"), root)
 
 
 def local(uri: str) -> Path:
@@ -142,9 +144,9 @@ class SeedRun:
 
 
 @pytest.fixture(scope="module")
-def seed000(tmp_path_factory, spark) -> SeedRun:
+def seed000(tmp_path_factory, spark, request, backend) -> SeedRun:
     """Seed 000's diagram, GC day (2022-03-31) shifted to today; main keeps 21 days, dev 7."""
-    env = module_env(tmp_path_factory, "seed000")
+    env = module_env(tmp_path_factory, "seed000", request, backend)
     cli = make_cli(env)
     ns = env.namespace()
     cli("repo", "create", REPO, str(ns))
@@ -267,8 +269,8 @@ def _outside(env: Env) -> dict[str, tuple[int, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory, spark) -> MixedRun:
-    env = module_env(tmp_path_factory, "mixed")
+def mixed(tmp_path_factory, spark, request, backend) -> MixedRun:
+    env = module_env(tmp_path_factory, "mixed", request, backend)
     cli = make_cli(env)
     ns = env.namespace("ns")
     cli("repo", "create", REPO, str(ns))

@@ -214,7 +214,7 @@ def test_three_way_never_overwrites_ours_and_conflicts_exactly_on_differing_path
     assert conflicts == sorted(p for p in theirs if p in ours and ours[p] != theirs[p])
 
 
-def test_a_merge_that_loses_the_race_for_its_branch_leaves_no_orphan_commit(tmp_path) -> None:
+def test_a_merge_that_loses_the_race_for_its_branch_leaves_no_orphan_commit(env, tmp_path) -> None:
     """Another writer moves DEST while a merge is computed: the merge retries, and the commit of the
     losing attempt is not recorded (GC would have to keep it as a dangling leaf forever)."""
     import sqlalchemy as sa
@@ -222,7 +222,7 @@ def test_a_merge_that_loses_the_race_for_its_branch_leaves_no_orphan_commit(tmp_
     from lakegc.metastore import schema as t
     from lakegc.repo.repository import Lake
 
-    lake = Lake(f"sqlite:///{tmp_path / 'db'}")
+    lake = Lake(env.metastore)
     lake.create_repository("race", (tmp_path / "ns").as_uri())
     repo = lake.repository("race")
     repo.create_branch("dev", "main")

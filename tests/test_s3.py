@@ -27,7 +27,8 @@ from lakegc.errors import ObjectNotFound, PathEscapesNamespace
 from lakegc.gc.sweep import RETRIES
 from lakegc.storage import S3Settings, S3Storage, open_storage
 from lakegc.timeutil import utcnow
-from s3server import FaultProxy, Faults, MotoServer, aws_env, free_port
+from loopback import free_port
+from s3server import FaultProxy, Faults, MotoServer, aws_env
 
 Cli = Callable[..., CliResult]
 REPO = "lakegc://repo"

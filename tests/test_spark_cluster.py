@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,9 +24,10 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import CliResult, Env, age_objects, make_cli, snapshot
+from conftest import CliResult, Env, age_objects, clone_lake, make_cli, snapshot
 from lakegc.submit import SCRIPT
 from lakegc.timeutil import utcnow
+from loopback import free_port
 
 REPO = "lakegc://repo"
 RULES = {"default_retention_days": 7, "branches": [{"branch_id": "main", "retention_days": 14},
@@ -47,11 +45,6 @@ FAST_JVM = {"JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 # -- the cluster ---------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def spark_home() -> Path:
     from pyspark.find_spark_home import _find_spark_home
@@ -208,23 +201,6 @@ def build_lake(env: Env) -> dict[str, str]:
     return keys
 
 
-def clone(src: Env, dest: Path) -> Env:
-    """As tests/test_gc_crash.py does: namespace as hard links (same keys and mtimes; GC only unlinks
-    and writes new files), metastore via SQLite's backup API, repository pointed at the new folder."""
-    env = Env(dest / "home", f"sqlite:///{dest / 'home' / 'lakegc.db'}", dest)
-    shutil.copytree(src.namespace(), env.namespace(), copy_function=os.link)
-    env.home.mkdir(parents=True)
-    source, target = sqlite3.connect(src.home / "lakegc.db"), sqlite3.connect(env.home / "lakegc.db")
-    try:
-        source.backup(target)
-        target.execute("UPDATE repositories SET storage_namespace = ?", (env.namespace().as_uri(),))
-        target.commit()
-    finally:
-        source.close()
-        target.close()
-    return env
-
-
 # -- the runs ------------------------------------------------------------------------------------
 @dataclass
 class Outcome:
@@ -286,7 +262,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         template = Env(root / "template" / "home", f"sqlite:///{root / 'template' / 'home' / 'lakegc.db'}",
                        root / "template")
         keys = build_lake(template)
-        twins = {mode: clone(template, root / mode) for mode in ("local", "cli", "submit")}
+        twins = {mode: clone_lake(template.home, template.namespace(), root / mode) for mode in ("local", "cli", "submit")}
         before = set(snapshot(template.namespace()))
 
         started = time.monotonic()

@@ -5,11 +5,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import subprocess
+import sys
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 import sqlalchemy as sa
+
+from pgserver import PASSWORD_ROLE
 
 from lakegc.errors import (
     InvalidArgument, LakegcError, MetastoreError, NamespaceError, ObjectNotFound, PathEscapesNamespace,
@@ -311,8 +318,8 @@ def _url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def test_init_creates_the_schema_and_is_idempotent(tmp_path: Path) -> None:
-    url = _url(tmp_path / "home" / "lakegc.db")
+def test_init_creates_the_schema_and_is_idempotent(env) -> None:
+    url = env.metastore
     assert Metastore(url).init() == SCHEMA_VERSION
     assert Metastore(url).init() == SCHEMA_VERSION
     ms = Metastore(url)
@@ -335,8 +342,9 @@ def _v1_database(url: str) -> None:
     engine.dispose()
 
 
-def test_a_version_1_metastore_is_migrated_and_keeps_its_data(tmp_path: Path) -> None:
-    url = _url(tmp_path / "old.db")
+def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Path) -> None:
+    url = env.metastore
+    env.home.mkdir()
     _v1_database(url)
     created = datetime(2024, 1, 1, tzinfo=timezone.utc)
     engine = sa.create_engine(url)
@@ -358,8 +366,8 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(tmp_path: Path) ->
     assert Metastore(url).init() == SCHEMA_VERSION  # and again: nothing left to do
 
 
-def test_a_newer_metastore_is_refused(tmp_path: Path) -> None:
-    url = _url(tmp_path / "new.db")
+def test_a_newer_metastore_is_refused(env) -> None:
+    url = env.metastore
     ms = Metastore(url)
     ms.init()
     with ms.write() as conn:
@@ -369,14 +377,14 @@ def test_a_newer_metastore_is_refused(tmp_path: Path) -> None:
         Metastore(url).init()
 
 
-def test_first_use_creates_the_schema(tmp_path: Path) -> None:
-    ms = Metastore(_url(tmp_path / "db.sqlite"))
+def test_first_use_creates_the_schema(env) -> None:
+    ms = Metastore(env.metastore)
     with ms.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(schema.repositories)).scalar() == 0
 
 
-def test_a_failing_write_transaction_leaves_nothing(tmp_path: Path) -> None:
-    ms = Metastore(_url(tmp_path / "db.sqlite"))
+def test_a_failing_write_transaction_leaves_nothing(env) -> None:
+    ms = Metastore(env.metastore)
     with pytest.raises(RuntimeError):
         with ms.write() as conn:
             conn.execute(schema.repositories.insert().values(
@@ -386,8 +394,9 @@ def test_a_failing_write_transaction_leaves_nothing(tmp_path: Path) -> None:
         assert conn.execute(sa.select(schema.repositories.c.name)).all() == []
 
 
-def test_timestamps_come_back_utc_aware(tmp_path: Path) -> None:
-    ms = Metastore(_url(tmp_path / "db.sqlite"))
+def test_timestamps_come_back_utc_aware(env) -> None:
+    """Also on PostgreSQL, whose test server's session time zone is not UTC."""
+    ms = Metastore(env.metastore)
     when = datetime(2024, 2, 3, 4, 5, 6, 789, tzinfo=timezone(timedelta(hours=3)))
     with ms.write() as conn:
         conn.execute(schema.repositories.insert().values(name="r1", storage_namespace="file:///x",
@@ -397,8 +406,8 @@ def test_timestamps_come_back_utc_aware(tmp_path: Path) -> None:
     assert got == when and got.utcoffset() == timedelta(0)
 
 
-def test_ddl_creates_every_table_of_the_design(tmp_path: Path) -> None:
-    ddl = Metastore(_url(tmp_path / "db.sqlite")).ddl()
+def test_ddl_creates_every_table_of_the_design(env) -> None:
+    ddl = Metastore(env.metastore).ddl()
     for table in TABLES:
         assert f"CREATE TABLE {table} (" in ddl, table
     assert ddl.count("CREATE TABLE") == len(schema.metadata.tables)
@@ -410,8 +419,10 @@ def test_ddl_creates_every_table_of_the_design(tmp_path: Path) -> None:
     "nosuchdb://host/db",
     "postgresql+nosuchdriver://user:hunter2@host/db",
     "sqlite+nosuchdriver:///x.db",
-    "postgresql://user:hunter2@127.0.0.1:1/db",  # driver missing now, or nothing listening once installed
-], ids=["not-a-url", "unknown-dialect", "unknown-driver", "unknown-sqlite-driver", "unreachable-postgresql"])
+    "postgresql://user:hunter2@127.0.0.1:1/db",  # nothing listening
+    "postgresql+psycopg://user:hunter2@127.0.0.1:1/db",
+], ids=["not-a-url", "unknown-dialect", "unknown-driver", "unknown-sqlite-driver", "unreachable-postgresql",
+        "unreachable-postgresql-psycopg"])
 def test_a_bad_metastore_url_is_a_metastore_error_without_the_password(url: str) -> None:
     with pytest.raises(MetastoreError) as info:
         Metastore(url).init()
@@ -438,6 +449,114 @@ def test_default_url_follows_lakegc_metastore_then_lakegc_home(tmp_path: Path, m
     assert default_url() == "sqlite:////elsewhere/x.db"
 
 
+def test_concurrent_first_use_creates_the_schema_once(env) -> None:
+    """Processes that start at once on a fresh database: one creates the schema, the others wait."""
+    start = time.time() + 2  # all past their imports, then init at the same moment
+    code = ("import sys, time; from lakegc.metastore import Metastore; "
+            "time.sleep(max(0, float(sys.argv[2]) - time.time())); print(Metastore(sys.argv[1]).init())")
+    procs = [subprocess.Popen([sys.executable, "-c", code, env.metastore, str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert results == [(0, f"{SCHEMA_VERSION}\n", "")] * 4
+    with Metastore(env.metastore).read() as conn:
+        versions = conn.execute(sa.select(schema.schema_version.c.version)).scalars().all()
+    assert sorted(versions) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_a_read_transaction_is_one_snapshot(env) -> None:
+    ms, other = Metastore(env.metastore), Metastore(env.metastore)
+    count = sa.select(sa.func.count()).select_from(schema.repositories)
+    with ms.read() as conn:
+        assert conn.execute(count).scalar() == 0
+        with other.write() as writer:
+            writer.execute(schema.repositories.insert().values(
+                name="r1", storage_namespace="file:///x", default_branch="main", created_at=datetime.now(timezone.utc)))
+        assert conn.execute(count).scalar() == 0  # committed meanwhile, but not in this snapshot
+    with ms.read() as conn:
+        assert conn.execute(count).scalar() == 1
+
+
+def test_writers_queue_and_each_sees_what_the_one_before_committed(env) -> None:
+    """A second writer waits for the first, then reads its commit (a compare-and-swap relies on it)."""
+    first, second = Metastore(env.metastore), Metastore(env.metastore)
+    first.init()
+    holding, seen = threading.Event(), []
+
+    def write_second() -> None:
+        holding.wait()
+        with second.write() as conn:
+            seen.append(conn.execute(sa.select(schema.settings.c.value).where(schema.settings.c.key == "k")).scalar())
+            conn.execute(schema.settings.update().where(schema.settings.c.key == "k").values(value=seen[-1] + "2"))
+
+    thread = threading.Thread(target=write_second)
+    thread.start()
+    with first.write() as conn:
+        conn.execute(schema.settings.insert().values(key="k", value="1"))
+        holding.set()
+        time.sleep(0.5)  # the second writer is waiting for the lock by now
+        assert seen == []
+    thread.join(timeout=30)
+    assert seen == ["1"]
+    with first.read() as conn:
+        assert conn.execute(sa.select(schema.settings.c.value)).scalar() == "12"
+
+
+def test_names_and_paths_sort_by_bytes_as_on_sqlite(env, tmp_path: Path) -> None:
+    """The PostgreSQL test server sorts text by an English locale: lakegc must not depend on it."""
+    from lakegc.repo.repository import Lake
+
+    lake = Lake(env.metastore)
+    repos = ["ab", "a-c", "aa", "a0"]
+    for name in repos:
+        lake.create_repository(name, (tmp_path / name).as_uri())
+    assert [r.name for r in lake.repositories()] == sorted(repos)
+    repo = lake.repository("ab")
+    names = ["b", "B", "a_b", "a-b", "a.b", "A", "_"]
+    for name in names:
+        repo.create_branch(name, "main")
+        repo.create_tag(f"t{name}", "main")
+    assert [b.name for b in repo.branches()] == sorted([*names, "main"])
+    assert [t.name for t in repo.tags()] == sorted(f"t{n}" for n in names)
+    paths = ["a/b", "a.txt", "a-b", "B", "a b", "a", "ab", "A/z"]
+    for path in paths:
+        repo.upload("main", path, b"x")
+    assert [c.path for c in repo.diff("main")] == sorted(paths)
+    assert [e.path for e in repo.list("main")] == sorted(paths)
+
+
+def test_the_postgresql_test_server_sorts_text_by_locale(pg_url: str) -> None:
+    """What the test above guards against: without COLLATE "C", this server does not sort by bytes."""
+    values = "('B'), ('a'), ('a/b'), ('a.txt')"
+    with sa.create_engine(pg_url).connect() as conn:
+        got = conn.exec_driver_sql(f"SELECT x FROM (VALUES {values}) v(x) ORDER BY x").scalars().all()
+    assert got != sorted(got)
+
+
+def test_a_postgresql_url_without_a_driver_uses_psycopg(pg_url: str) -> None:
+    ms = Metastore(pg_url.replace("postgresql+psycopg://", "postgresql://"))
+    assert ms.init() == SCHEMA_VERSION and ms.engine.dialect.driver == "psycopg"
+
+
+@pytest.mark.parametrize("failure", ["server-down", "wrong-password", "unknown-database", "no-right-to-create-tables"])
+def test_postgresql_failures_are_one_readable_line_without_the_password(pg_server, failure: str) -> None:
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [PASSWORD_ROLE]).fetchone():
+            conn.execute(f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD 'right'")
+    url, needle = {
+        "server-down": ("postgresql+psycopg://x:hunter2@127.0.0.1:1/db", "connection refused"),
+        "wrong-password": (f"postgresql://{PASSWORD_ROLE}:hunter2@127.0.0.1:{pg_server.port}/postgres",
+                           "password authentication failed"),
+        "unknown-database": (pg_server.url("no_such_db").replace("postgres@", "postgres:hunter2@"), "does not exist"),
+        "no-right-to-create-tables": (f"postgresql://{PASSWORD_ROLE}:right@127.0.0.1:{pg_server.port}/postgres",
+                                      "permission denied"),
+    }[failure]
+    with pytest.raises(MetastoreError) as info:
+        Metastore(url).init()
+    message = str(info.value)
+    assert needle in message.lower() and "\n" not in message, message
+    assert "hunter2" not in message and ":***@" in message
+
+
 # ---------------------------------------------------------------------------------------------
 # Slices: where objects land, and until when
 # ---------------------------------------------------------------------------------------------
@@ -448,14 +567,14 @@ def _slice_rows(lake, name: str) -> list:  # type: ignore[no-untyped-def]
                             .order_by(schema.slices.c.name)).all()
 
 
-def test_a_slice_remembers_the_latest_time_an_object_may_land_in_it(tmp_path: Path, monkeypatch) -> None:
+def test_a_slice_remembers_the_latest_time_an_object_may_land_in_it(env, tmp_path: Path, monkeypatch) -> None:
     import lakegc.repo.repository as repository
     from lakegc.repo.repository import Lake
     from lakegc.repo.slices import DATA_PREFIX, SLICE_MAX_AGE
 
     clock = [datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)]
     monkeypatch.setattr(repository, "utcnow", lambda: clock[0])
-    lake = Lake(_url(tmp_path / "db.sqlite"))
+    lake = Lake(env.metastore)
     lake.create_repository("sl", (tmp_path / "ns").as_uri())
     repo = lake.repository("sl")
 

@@ -25,7 +25,7 @@ def _v2_slice_write_window(conn: Connection) -> None:
 
 
 # version -> the step that brings a database at version - 1 to it. New tables need no step:
-# create_all adds them; columns added to existing tables do.
+# create_all adds them; columns added to existing tables do. Any schema change bumps the version.
 MIGRATIONS = {2: _v2_slice_write_window}
 
 
@@ -38,7 +38,9 @@ def default_url() -> str:
 
 
 class Metastore:
-    """An engine plus the transaction discipline both databases need for concurrent writers."""
+    """An engine plus the transaction discipline both databases need for concurrent writers:
+    write transactions are serialized (the repository's compare-and-swap branch moves, staging
+    upserts and the GC lease table rely on it), and a read transaction is one consistent snapshot."""
 
     def __init__(self, url: str | None = None):
         self.url = url or default_url()
@@ -52,8 +54,9 @@ class Metastore:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction. On SQLite it takes the write lock up front, so two writers queue
-        instead of failing when a read lock would have to be upgraded."""
+        """A write transaction. It takes the database-wide write lock up front (SQLite: BEGIN
+        IMMEDIATE; PostgreSQL: an advisory lock), so writers queue and each sees what the one
+        before it committed, instead of failing when a read lock would have to be upgraded."""
         self.ensure_schema()
         with _errors(self.url), self.engine.connect() as conn:
             with conn.execution_options(lakegc_write=True).begin():
@@ -61,18 +64,29 @@ class Metastore:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read transaction: one consistent snapshot for several queries."""
+        """A read transaction: one consistent snapshot for several queries (on PostgreSQL it runs
+        at REPEATABLE READ; its default, READ COMMITTED, takes a new snapshot for every statement)."""
         self.ensure_schema()
         with _errors(self.url), self.engine.connect() as conn:
             with conn.begin():
                 yield conn
 
     def ensure_schema(self) -> None:
+        """Every command calls this first: a database already at our version costs one read; only
+        a fresh or older one takes the write path of `init`."""
         if not self._ready:
-            self.init()
+            with _errors(self.url), self.engine.connect() as conn:
+                with conn.begin():
+                    current = (conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
+                               if sa.inspect(conn).has_table(schema.schema_version.name) else None)
+            if current == SCHEMA_VERSION:
+                self._ready = True
+            else:
+                self.init()
 
     def init(self) -> int:
-        """Create or migrate the schema; returns the version now in place."""
+        """Create or migrate the schema; returns the version now in place. It runs as a write
+        transaction, so processes that start at once on a fresh database create it one at a time."""
         with _errors(self.url), self.engine.connect() as conn:
             with conn.execution_options(lakegc_write=True).begin():
                 fresh = not sa.inspect(conn).has_table(schema.schema_version.name)
@@ -98,11 +112,15 @@ class Metastore:
 
 def _create_engine(url: str) -> Engine:
     parsed = sa.engine.make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3 is our driver, not SQLAlchemy's psycopg2
+    if parsed.get_backend_name() == "postgresql":
+        return _postgresql_engine(parsed)
     if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True)
+        return sa.create_engine(parsed, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url, connect_args={"timeout": 60})
+    engine = sa.create_engine(parsed, connect_args={"timeout": 60})
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -120,12 +138,40 @@ def _create_engine(url: str) -> Engine:
     return engine
 
 
+_PG_NO_PRIVILEGE = "42501"  # SQLSTATE insufficient_privilege
+
+# pg_advisory_xact_lock key of lakegc's write lock (b"lakegc" as an integer). Advisory locks are
+# per database, so two metastores on one server do not wait for each other.
+_PG_WRITE_LOCK = int.from_bytes(b"lakegc", "big")
+
+
+def _postgresql_engine(url: sa.URL) -> Engine:
+    """SQLite's discipline on PostgreSQL. A write transaction first takes a transaction-scoped
+    advisory lock and stays READ COMMITTED, so each statement after the lock sees every earlier
+    writer's commit (REPEATABLE READ would keep the snapshot taken before the wait). A read
+    transaction is REPEATABLE READ: one snapshot, as SQLite's deferred BEGIN gives. Lock waits give
+    up after 60 s, as SQLite's busy timeout does."""
+    engine = sa.create_engine(url, pool_pre_ping=True, connect_args={"options": "-c lock_timeout=60s"})
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get("lakegc_write"):
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK})")
+        else:
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    return engine
+
+
 @contextmanager
 def _errors(url: str) -> Iterator[None]:
-    """Database failures become one readable line, with the password kept out of it."""
+    """Database failures (server down, wrong password, unknown database, no right to create the
+    schema) become one readable line, with the password kept out of it. Other errors are bugs."""
     try:
         yield
-    except sa.exc.OperationalError as exc:
+    except sa.exc.DBAPIError as exc:
+        if not isinstance(exc, sa.exc.OperationalError) and getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
+            raise
         raise MetastoreError(f"metastore {_safe(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
 
 

@@ -23,10 +23,19 @@ class UtcDateTime(TypeDecorator):
         return None if value is None else as_utc(value)
 
 
+def _string(length: int) -> sa.types.TypeEngine:
+    """A string that sorts by bytes on every database, as on SQLite: names, paths and ids are
+    listed in that order, while PostgreSQL would otherwise follow the database's locale (which may
+    put "a" before "B", or ignore punctuation such as "/" and ".")."""
+    return sa.String(length).with_variant(sa.String(length, collation="C"), "postgresql")
+
+
 metadata = sa.MetaData()
-NAME = sa.String(255)
-ID = sa.String(64)
+NAME = _string(255)
+ID = _string(64)
 TEXT = sa.Text()
+PATH = _string(1024)
+LOCATION = _string(2048)
 
 schema_version = sa.Table(
     "schema_version", metadata,
@@ -43,7 +52,7 @@ settings = sa.Table(
 repositories = sa.Table(
     "repositories", metadata,
     sa.Column("name", NAME, primary_key=True),
-    sa.Column("storage_namespace", sa.String(2048), nullable=False, unique=True),
+    sa.Column("storage_namespace", LOCATION, nullable=False, unique=True),
     sa.Column("default_branch", NAME, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
 )
@@ -82,8 +91,8 @@ staged_entries = sa.Table(
     "staged_entries", metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("branch", NAME, primary_key=True),
-    sa.Column("path", sa.String(1024), primary_key=True),
-    sa.Column("address", sa.String(2048)),  # NULL for a tombstone
+    sa.Column("path", PATH, primary_key=True),
+    sa.Column("address", LOCATION),  # NULL for a tombstone
     sa.Column("address_kind", sa.String(16)),
     sa.Column("size", sa.BigInteger),
     sa.Column("checksum", sa.String(128)),
@@ -107,16 +116,16 @@ copy_records = sa.Table(
     "copy_records", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
-    sa.Column("address", sa.String(2048), nullable=False),
+    sa.Column("address", LOCATION, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
 )
 
 address_tokens = sa.Table(
     "address_tokens", metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
-    sa.Column("address", sa.String(2048), primary_key=True),
+    sa.Column("address", LOCATION, primary_key=True),
     sa.Column("branch", NAME, nullable=False),
-    sa.Column("path", sa.String(1024), nullable=False),
+    sa.Column("path", PATH, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
 )
 
