@@ -1,4 +1,7 @@
-"""GC runs the same way from the CLI with --master and as a spark-submit application."""
+"""GC runs the same way from the CLI with --master and as a spark-submit application, in local mode.
+
+Slow set only: tests/test_spark_cluster.py checks both ways on a real standalone cluster in every run.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import pytest
 from conftest import age_objects
 from lakegc.submit import SCRIPT
 from lakegc.timeutil import utcnow
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
