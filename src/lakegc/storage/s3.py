@@ -187,7 +187,7 @@ class S3Storage:
 
         full = self._key(key)
         source = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
-        head = source.read(MULTIPART_THRESHOLD)
+        head = _read_up_to(source, MULTIPART_THRESHOLD)
         try:
             if len(head) < MULTIPART_THRESHOLD:
                 digest = hashlib.md5(head, usedforsecurity=False)
@@ -248,6 +248,15 @@ class S3Storage:
         except BotoCoreError as exc:
             raise self._fail(f"looking up {key}", exc) from None
         return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(timezone.utc))
+
+
+def _read_up_to(source: BinaryIO, size: int) -> bytes:
+    """`size` bytes, or all there is: a pipe may hand over less than asked before its end."""
+    parts, have = [], 0
+    while have < size and (chunk := source.read(size - have)):
+        parts.append(chunk)
+        have += len(chunk)
+    return b"".join(parts)
 
 
 class _Hashing(io.RawIOBase):
