@@ -414,7 +414,7 @@ def test_deferred_sweep_keeps_what_other_processes_revived_after_the_mark(env, c
 WRITERS = 4
 MIN_AGE = timedelta(seconds=6)  # far longer than an upload takes from its write to its staging
 POLICY = "3"  # keep the newest 3 commits of every first-parent chain: commits expire all the time
-MIN_WRITING = timedelta(seconds=45)  # GC rounds go on at least this long after the writers started
+MIN_WRITING = timedelta(seconds=30)  # GC rounds go on at least this long after the writers started
 
 
 def must_live(repo: Repository, now: datetime) -> dict[str, str]:

@@ -510,7 +510,7 @@ COPIED_RESET_AND_DELETED = [("commit", 0, 0, 12, False), ("branch", 0, 0), ("com
                             ("upload", 1, 1), ("copy", 1, 1, 0, 3), ("reset", 1), ("reset", 0), ("delete", 0)]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(ops=histories, rules=rules_docs, cutoffs=cutoff_sets, old_copies=st.booleans())
 @example(ops=OVERWRITTEN_ON_MAIN, rules={"default_retention_days": 5, "branches": []}, cutoffs=None,

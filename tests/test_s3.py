@@ -292,6 +292,7 @@ def test_gc_under_a_slowdown_storm_gives_the_same_result(cli: Cli, bucket: Bucke
     assert run["state"] == "swept" and run["num_failed"] == 0 and run["num_deleted"] == 4
     assert before - lake_data(lake) == set(expected_candidates(lake))
     assert bucket.faults.slowdowns >= 20, bucket.faults
+    print(f"slowdown storm: {bucket.faults.slowdowns} of {bucket.faults.requests} requests answered 503")
     bucket.faults.slowdown_every = 0
     assert_live_intact(cli, lake)
 

@@ -6,10 +6,10 @@ import posixpath
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from lakegc.errors import InvalidArgument, NamespaceError, ObjectNotFound
+from lakegc.errors import InvalidArgument, ObjectNotFound
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, Storage, check_key
 from lakegc.storage.local import LocalStorage
-from lakegc.storage.s3 import S3Settings, S3Storage, describe, s3_client, split_s3
+from lakegc.storage.s3 import S3Settings, S3Storage, split_s3
 
 __all__ = [
     "DeleteOutcome", "ObjectInfo", "Storage", "LocalStorage", "S3Settings", "S3Storage", "check_key",
@@ -66,14 +66,5 @@ def read_location(location: str) -> bytes:
             return Path(unquote(urlparse(location).path)).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"{location} does not exist") from None
-    from botocore.exceptions import BotoCoreError, ClientError
-
     bucket, key = split_s3(location)
-    try:
-        return s3_client(S3Settings.from_env()).get_object(Bucket=bucket, Key=key)["Body"].read()
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NoSuchBucket"):
-            raise ObjectNotFound(f"{location} does not exist") from None
-        raise NamespaceError(f"reading {location} failed: {describe(exc)}") from None
-    except BotoCoreError as exc:
-        raise NamespaceError(f"reading {location} failed: {describe(exc)}") from None
+    return S3Storage(f"s3://{bucket}").read(key)
