@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, note, settings
@@ -46,7 +46,7 @@ from lakegc.gc.rules import GcRules
 from lakegc.gc.runs import RunState, RunStore, RunSummary
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.slices import SLICE_MAX_AGE
-from test_gc_model_hypothesis import namespace_files, run_output, tree_keys, uncommitted_references
+from test_gc_model_hypothesis import RandomOps, namespace_files, run_output, tree_keys, uncommitted_references
 
 HOUR = timedelta(hours=1)
 MIN_AGE_0 = GcOptions(min_age=timedelta(0))
@@ -490,10 +490,11 @@ POLICIES: dict[str, tuple[GcOptions, dict | None, model.Retention]] = {
 
 
 @dataclass
-class World(Lakeside):
+class World(Lakeside, RandomOps):
     """A repository changed at random on the fake clock, GC'd after each step, and what the test
     knows about it."""
 
+    paths: ClassVar[list[str]] = PATHS
     options: GcOptions = MIN_AGE_0
     retention: model.Retention = lambda _b: model.All()
     commits: dict[str, model.Commit] = field(default_factory=dict)
@@ -506,20 +507,6 @@ class World(Lakeside):
     last_run: RunSummary | None = None
 
     # -- changes ------------------------------------------------------------------------------
-    def branch(self, i: int) -> str:
-        names = [b.name for b in self.repo.branches()]
-        return names[i % len(names)]
-
-    def record(self, commit) -> None:
-        self.commits[commit.id] = model.Commit(tuple(commit.parents), commit.creation_date)
-
-    def apply(self, op: tuple) -> None:
-        kind, *args = op
-        try:
-            getattr(self, f"op_{kind}")(*args)
-        except LakegcError as exc:  # conflicts, dirty branches, expired tokens...: the op is a no-op
-            self.log.append(f"  ({kind} refused: {exc})")
-
     def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
         if self.writes >= MAX_OBJECTS:
             return
@@ -561,25 +548,6 @@ class World(Lakeside):
                                      date=self.clock.now - hours_ago * HOUR, allow_empty=True)
             self.record(commit)
             self.log.append(f"merge {source} into {dest} dated {hours_ago}h ago -> {commit.id[:8]}")
-
-    def op_reset(self, b: int) -> None:
-        branch = self.branch(b)
-        self.repo.reset_branch(branch)
-        self.log.append(f"reset {branch}")
-
-    def op_delete(self, b: int) -> None:
-        branch = self.branch(b)
-        if branch != "main":
-            self.repo.delete_branch(branch)
-            self.log.append(f"delete {branch}")
-
-    def op_copy(self, sb: int, sp: int, db: int, dp: int) -> None:
-        source, dest = self.branch(sb), self.branch(db)
-        paths = [e.path for e in self.repo.list(source)]
-        if paths:
-            path, dest_path = paths[sp % len(paths)], PATHS[dp % len(PATHS)]
-            self.repo.copy(source, path, dest, dest_path)
-            self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
 
     def op_tag(self, c: int) -> None:
         commit = list(self.commits)[c % len(self.commits)]  # maybe an expired commit: it revives

@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from typing import ClassVar
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -204,9 +205,55 @@ KINDS = ["upload"] * 3 + ["commit"] * 4 + ["merge"] * 2 + sorted(set(ARGUMENTS) 
 operations = st.sampled_from(KINDS).flatmap(lambda kind: ARGUMENTS[kind].map(lambda args: (kind, *args)))
 
 
+class RandomOps:
+    """What the random-history tests here and in test_gc_incremental.py share: picking a branch,
+    recording a commit for the model, applying an op (a refused op is a no-op, logged), and the
+    ops that need nothing but the repository. Subclasses give `repo`, `commits`, `log`, `paths`."""
+
+    repo: Repository
+    commits: dict[str, model.Commit]
+    log: list[str]
+    paths: ClassVar[list[str]]
+
+    def branch(self, i: int) -> str:
+        names = [b.name for b in self.repo.branches()]
+        return names[i % len(names)]
+
+    def record(self, commit) -> None:
+        self.commits[commit.id] = model.Commit(tuple(commit.parents), commit.creation_date)
+
+    def apply(self, op: tuple) -> None:
+        kind, *args = op
+        try:
+            getattr(self, f"op_{kind}")(*args)
+        except LakegcError as exc:  # conflicts, dirty branches, expired tokens...: the op is a no-op
+            self.log.append(f"  ({kind} refused: {exc})")
+
+    def op_reset(self, b: int) -> None:
+        branch = self.branch(b)
+        self.repo.reset_branch(branch)
+        self.log.append(f"reset {branch}")
+
+    def op_delete(self, b: int) -> None:
+        branch = self.branch(b)
+        if branch != "main":
+            self.repo.delete_branch(branch)
+            self.log.append(f"delete {branch}")
+
+    def op_copy(self, sb: int, sp: int, db: int, dp: int) -> None:
+        source, dest = self.branch(sb), self.branch(db)
+        paths = [e.path for e in self.repo.list(source)]
+        if paths:
+            path, dest_path = paths[sp % len(paths)], self.paths[dp % len(self.paths)]
+            self.repo.copy(source, path, dest, dest_path)
+            self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
+
+
 @dataclass
-class History:
+class History(RandomOps):
     """A repository built through the real API, and the record of what the test did to it."""
+
+    paths: ClassVar[list[str]] = PATHS
 
     lake: Lake
     repo: Repository
@@ -218,23 +265,10 @@ class History:
     log: list[str] = field(default_factory=list)
     fresh: list[str] = field(default_factory=list)  # keys to leave younger than min-age
 
-    def branch(self, i: int) -> str:
-        names = [b.name for b in self.repo.branches()]
-        return names[i % len(names)]
-
-    def record(self, commit) -> None:
-        self.commits[commit.id] = model.Commit(tuple(commit.parents), commit.creation_date)
 
     def date(self, days: int) -> datetime:
         # half days: no commit date lies within hours of a whole-day threshold, whenever GC runs
         return self.start - timedelta(days=days + 0.5)
-
-    def apply(self, op: tuple) -> None:
-        kind, *args = op
-        try:
-            getattr(self, f"op_{kind}")(*args)
-        except LakegcError as exc:  # conflicts, dirty branches, nothing to commit...: the op is a no-op
-            self.log.append(f"  ({kind} refused: {exc})")
 
     def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
         if self.objects >= MAX_OBJECTS:
@@ -280,25 +314,6 @@ class History:
                                  allow_empty=True)
         self.record(commit)
         self.log.append(f"merge {source} into {dest} {days}.5 days ago -> {commit.id[:8]}")
-
-    def op_reset(self, b: int) -> None:
-        branch = self.branch(b)
-        self.repo.reset_branch(branch)
-        self.log.append(f"reset {branch}")
-
-    def op_delete(self, b: int) -> None:
-        branch = self.branch(b)
-        if branch != "main":
-            self.repo.delete_branch(branch)
-            self.log.append(f"delete {branch}")
-
-    def op_copy(self, sb: int, sp: int, db: int, dp: int) -> None:
-        source, dest = self.branch(sb), self.branch(db)
-        paths = [e.path for e in self.repo.list(source)]
-        if paths:
-            path, dest_path = paths[sp % len(paths)], PATHS[dp % len(PATHS)]
-            self.repo.copy(source, path, dest, dest_path)
-            self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
 
     def op_tag(self, c: int) -> None:
         commit = sorted(self.commits)[c % len(self.commits)]
