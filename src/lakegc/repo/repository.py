@@ -400,11 +400,12 @@ class Repository:
             with self.ms.write() as conn:
                 if not self._move_branch(conn, branch, head.id, commit):
                     continue
-                for r in staged:
+                if staged:  # one statement, executed for every row read (a commit may clear 100,000s)
                     conn.execute(t.staged_entries.delete().where(
-                        self._staging_of(branch), t.staged_entries.c.path == r.path,
-                        t.staged_entries.c.address.is_not_distinct_from(r.address),
-                        t.staged_entries.c.tombstone == r.tombstone))
+                        self._staging_of(branch), t.staged_entries.c.path == sa.bindparam("p"),
+                        t.staged_entries.c.address.is_not_distinct_from(sa.bindparam("a")),
+                        t.staged_entries.c.tombstone == sa.bindparam("tomb")),
+                        [{"p": r.path, "a": r.address, "tomb": r.tombstone} for r in staged])
             return commit
         raise ConcurrentUpdate(f"branch {branch!r} kept moving while committing; try again")
 
