@@ -8,9 +8,11 @@ garbage.
 from __future__ import annotations
 
 from datetime import datetime
+import itertools
 from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakegc.repo.slices import DATA_PREFIX
 from lakegc.storage import ObjectInfo, Storage
@@ -52,18 +54,16 @@ def list_namespace(spark: "SparkSession", storage: Storage, slice_names: list[st
 
 def _batches(objects: Iterator[tuple[ObjectInfo, str]], cutoff: datetime) -> Iterator[pa.RecordBatch]:
     """(object, its slice) pairs as listing batches."""
-    cols: dict[str, list] = {"address": [], "size": [], "mtime": [], "slice": [], "young": []}
-    for obj, slice_name in objects:
-        cols["address"].append(obj.key)
-        cols["size"].append(obj.size)
-        cols["mtime"].append(obj.mtime)
-        cols["slice"].append(slice_name)
-        cols["young"].append(obj.mtime >= cutoff)
-        if len(cols["address"]) >= _BATCH:
-            yield pa.RecordBatch.from_pydict(cols, schema=LISTING_SCHEMA)
-            cols = {k: [] for k in cols}
-    if cols["address"]:
-        yield pa.RecordBatch.from_pydict(cols, schema=LISTING_SCHEMA)
+    young_from = pa.scalar(cutoff, pa.timestamp("us", tz="UTC"))
+    while True:
+        chunk = list(itertools.islice(objects, _BATCH))
+        if not chunk:
+            return
+        mtimes = pa.array([obj.mtime for obj, _ in chunk], pa.timestamp("us", tz="UTC"))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([obj.key for obj, _ in chunk], pa.string()), pa.array([obj.size for obj, _ in chunk], pa.int64()),
+             mtimes, pa.array([name for _, name in chunk], pa.string()), pc.greater_equal(mtimes, young_from)],
+            schema=LISTING_SCHEMA)
 
 
 def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame", older_than: datetime) -> "DataFrame":

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
@@ -31,7 +32,8 @@ COPY_RECORD_WINDOW = timedelta(days=1)
 UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
 UNCOMMITTED_DDL = "address string, source string"
 ADDRESS_SCHEMA = "address string"
-_BATCH = 50_000
+_BATCH = 10_000  # uncommitted references streamed from the metastore at a time
+_DEDUP_ROWS = 1 << 18  # range addresses de-duplicated together on an executor
 
 
 @dataclass(frozen=True)
@@ -105,31 +107,51 @@ def tree_addresses(spark: "SparkSession", storage: Storage, metarange_ids: Itera
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for mid in batch.column("metarange_id").to_pylist():
-                table = pq.read_table(io.BytesIO(storage.read(METARANGES_PREFIX + mid)), columns=["range_id"])
+                table = pq.read_table(io.BytesIO(storage.read(METARANGES_PREFIX + mid)), columns=["range_id", "min_path"])
                 yield from table.to_batches()
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
+        (a commit that appends to a folder rewrites its last range, keeping its first path) meet
+        in one task, and their shared entries are de-duplicated here, in Arrow, before Spark
+        ever sees them."""
+        pending: list[pa.Array] = []
+        rows = 0
         for batch in batches:
             for rid in batch.column("range_id").to_pylist():
-                table = pq.read_table(io.BytesIO(storage.read(RANGES_PREFIX + rid)), columns=["address", "address_kind"])
-                kinds = table.column("address_kind").to_pylist()
-                addresses = table.column("address").to_pylist()
-                if all(k == "relative" for k in kinds):
-                    yield pa.RecordBatch.from_pydict({"address": addresses})
-                else:
-                    keys = [namespace_key(namespace, a, k) for a, k in zip(addresses, kinds)]
-                    yield pa.RecordBatch.from_pydict({"address": [k for k in keys if k is not None]},
-                                                     schema=pa.schema([("address", pa.string())]))
+                addresses = _range_addresses(storage, namespace, rid)
+                pending.append(addresses)
+                rows += len(addresses)
+                if rows >= _DEDUP_ROWS:
+                    yield _unique(pending)
+                    pending, rows = [], 0
+        if pending:
+            yield _unique(pending)
 
     parallelism = spark.sparkContext.defaultParallelism
     mid_df = spark.createDataFrame([(m,) for m in mids], "metarange_id string") if mids else \
         spark.createDataFrame([], "metarange_id string")
     ranges = (mid_df.repartition(max(1, min(len(mids), parallelism * 4)))
-              .mapInArrow(read_metaranges, "range_id string").distinct())
+              .mapInArrow(read_metaranges, "range_id string, min_path string").distinct())
     if exclude_ranges is not None:
-        ranges = ranges.join(exclude_ranges, "range_id", "left_anti")
-    addresses = ranges.repartition(parallelism * 4).mapInArrow(read_ranges, ADDRESS_SCHEMA)
+        ranges = ranges.join(exclude_ranges.select("range_id"), "range_id", "left_anti")
+    addresses = (ranges.repartition(parallelism * 4, "min_path").sortWithinPartitions("min_path")
+                 .mapInArrow(read_ranges, ADDRESS_SCHEMA))
     return addresses, ranges
+
+
+def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Array:
+    """The namespace keys one range references (entries outside the namespace left out)."""
+    table = pq.read_table(io.BytesIO(storage.read(RANGES_PREFIX + range_id)), columns=["address", "address_kind"])
+    if pc.all(pc.equal(table.column("address_kind"), "relative")).as_py() is not False:
+        return table.column("address").combine_chunks()  # the common case: no Python objects
+    pairs = zip(table.column("address").to_pylist(), table.column("address_kind").to_pylist())
+    keys = [namespace_key(namespace, a, k) for a, k in pairs]
+    return pa.array([k for k in keys if k is not None], pa.string())
+
+
+def _unique(arrays: list[pa.Array]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pc.unique(pa.concat_arrays(arrays))], names=["address"])
 
 
 def referenced(spark: "SparkSession", storage: Storage, metarange_ids: Iterable[str],

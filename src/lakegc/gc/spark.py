@@ -29,6 +29,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
                 "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
                 "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
                 "spark.sql.adaptive.enabled": "true",
+                # Address sets never go through the driver: a broadcast join would collect one there.
+                "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
                 "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_CONF_DIR / 'log4j2.properties'}"}
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its --conf and spark-defaults.conf win
         from pyspark import SparkConf, SparkContext

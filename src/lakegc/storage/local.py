@@ -40,8 +40,8 @@ class LocalStorage:
 
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]:
         """Files under `prefix` (a folder prefix, '' for the root), in key order."""
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
-        yield from _walk(base, self.root, recursive)
+        folder = prefix.rstrip("/")
+        yield from _walk(str(self._path(folder) if folder else self.root), f"{folder}/" if folder else "", recursive)
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         base = self._path(prefix.rstrip("/")) if prefix else self.root
@@ -107,16 +107,20 @@ def _mtime(st: os.stat_result) -> datetime:
     return datetime.fromtimestamp(st.st_mtime, timezone.utc)
 
 
-def _walk(base: Path, root: Path, recursive: bool) -> Iterator[ObjectInfo]:
+def _walk(base: str, prefix: str, recursive: bool) -> Iterator[ObjectInfo]:
+    """Files under the folder `base`, whose keys start with `prefix`, in key order. Keys are built
+    as strings: GC lists millions of them, and path objects would triple the cost."""
     try:
-        # Sort as full keys sort: a folder's name is followed by "/" inside its keys.
-        entries = sorted(os.scandir(base), key=lambda e: e.name + "/" if e.is_dir(follow_symlinks=False) else e.name)
+        with os.scandir(base) as found:
+            # Sort as full keys sort: a folder's name is followed by "/" inside its keys.
+            entries = sorted(((e.name + "/" if e.is_dir(follow_symlinks=False) else e.name), e) for e in found)
     except (FileNotFoundError, NotADirectoryError):
         return
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
+    for name, entry in entries:
+        if name.endswith("/"):
             if recursive:
-                yield from _walk(Path(entry.path), root, recursive)
-        elif entry.is_file(follow_symlinks=False) and not entry.name.startswith(_TMP_PREFIX):
+                yield from _walk(entry.path, prefix + name, recursive)
+        elif not name.startswith(_TMP_PREFIX):
             st = entry.stat(follow_symlinks=False)
-            yield ObjectInfo(Path(entry.path).relative_to(root).as_posix(), st.st_size, _mtime(st))
+            if stat.S_ISREG(st.st_mode):
+                yield ObjectInfo(prefix + name, st.st_size, _mtime(st))
