@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import struct
+import subprocess
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import unquote, urlparse
 
 import pyarrow.parquet as pq
 import pytest
@@ -201,6 +206,72 @@ def test_summary_json_in_the_namespace_equals_show(life):
         run_id = printed.json()["run_id"]
         path = life.garbage.ns / "_lakegc" / "gc" / run_id / "summary.json"
         assert json.loads(path.read_text()) == life.cli("gc", "show", REPO, run_id, "--json").json()
+
+
+def report_of(life: Lifecycle, run_id: str) -> Path:
+    """Where `gc show --html` says the run's report is."""
+    uri = life.cli("gc", "show", REPO, run_id, "--html").stdout.strip()
+    assert uri.startswith("file://"), uri
+    return Path(unquote(urlparse(uri).path))
+
+
+def test_every_run_writes_a_report_beside_its_summary(life):
+    for printed in (life.dry, life.swept, life.full):
+        doc = printed.json()
+        path = report_of(life, doc["run_id"])
+        assert path == life.garbage.ns / "_lakegc" / "gc" / doc["run_id"] / "report.html"
+        page = path.read_text()
+        assert f"GC run {doc['run_id']} · repo" in page and f'<span class="state {doc["state"]}">' in page
+        assert "min-age cutoff (1d)" in page  # the default 24h, drawn on the age histogram
+    dry = report_of(life, life.dry.json()["run_id"]).read_text()
+    assert "would be reclaimed by 2 candidates (nothing deleted yet)" in dry
+    swept = life.swept.json()
+    page = report_of(life, swept["run_id"]).read_text()
+    assert f"reclaimed: {swept['num_deleted']:,} objects deleted" in page
+    assert "<td>expired</td><td class=n>1</td>" in page and "<td>uncommitted</td><td class=n>1</td>" in page
+
+
+def test_run_records_object_ages_and_candidate_slice_ages(life):
+    """A1 and K were modified 30 days ago, A2 20, D1 and D2 3: the histogram's buckets; both
+    candidates lie in slices opened during the test (age 0)."""
+    doc = life.cli("gc", "show", REPO, life.marked.json()["run_id"], "--json").json()
+    assert [(b["label"], b["count"]) for b in doc["object_ages"]] == [("2-7d", 2), ("14-21d", 1), ("30-60d", 2)]
+    assert sum(b["bytes"] for b in doc["object_ages"]) == sum(life.garbage.sizes[n] for n in ("A1", "K", "A2", "D1", "D2"))
+    g = life.garbage
+    assert [(b["label"], b["reason"], b["count"], b["bytes"]) for b in doc["candidate_ages"]] == [
+        ("0-1d", "expired", 1, g.sizes["A1"]), ("0-1d", "uncommitted", 1, g.sizes["D1"])]
+
+
+def test_report_renders_in_headless_chromium(life, tmp_path):
+    """The report is opened by a real browser (Debian's chromium): its DOM has the sections and
+    charts, and a screenshot of it is not blank."""
+    browser = shutil.which("chromium")
+    assert browser, "Debian's chromium is needed (./dev test installs it)"
+    page = report_of(life, life.swept.json()["run_id"]).as_uri()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True).stdout
+    for section in ("Time per phase", "Candidates by reason", "Candidates by slice age", "Ages of the listed objects"):
+        assert f"<h2>{section}</h2>" in dom
+    assert dom.count("<svg") == 3 and "min-age cutoff" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1000,1400", page], capture_output=True,
+                   timeout=120, check=True)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1000, 1400)
+    pixels = zlib.decompress(b"".join(_png_chunks(png, b"IDAT")))
+    assert sum(1 for b in pixels if b not in (0, 255)) > 20_000  # text and bars, not a blank page
+
+
+def _png_chunks(png: bytes, kind: bytes) -> list[bytes]:
+    chunks, at = [], 8
+    while at < len(png):
+        (length,), tag = struct.unpack(">I", png[at:at + 4]), png[at + 4:at + 8]
+        if tag == kind:
+            chunks.append(png[at + 8:at + 8 + length])
+        at += 12 + length
+    return chunks
 
 
 def test_candidates_json_lists_address_size_mtime_and_reason(life):

@@ -20,7 +20,8 @@ from lakegc.errors import InvalidArgument
 from lakegc.gc.config import delete_rules, get_rules, set_rules
 from lakegc.gc.job import GcOptions, run_gc, sweep_run
 from lakegc.gc.rules import parse_rules
-from lakegc.gc.runs import RunStore, RunSummary, output_keys
+from lakegc.gc.report import render_report, summary_rows
+from lakegc.gc.runs import RunStore, RunSummary, output_keys, report_key
 from lakegc.timeutil import parse_duration
 from lakegc.uri import parse_uri
 
@@ -110,11 +111,19 @@ def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
 
 
 @app.command("show")
-def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> None:
+def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
+         html: bool = typer.Option(False, "--html", help="Print where the run's report.html is, to open in a browser.")
+         ) -> None:
     """One run's summary."""
     name = _repo_uri(uri)
-    state(ctx).lake.repository(name)
+    repo = state(ctx).lake.repository(name)
     summary, _ = RunStore(state(ctx).lake.metastore, name).get(run_id)
+    if html:
+        key = report_key(run_id)
+        if not repo.storage.exists(key):  # runs recorded before reports existed: render from the record
+            repo.storage.write(key, render_report(summary).encode())
+        print(repo.storage.full_uri(key))
+        return
     print_summary(summary, as_json)
 
 
@@ -153,47 +162,6 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
         output.emit_json(summary.to_json())
         return
     output.table("", "", rows=summary_rows(summary), title=f"GC run {summary.run_id} · {summary.repository}")
-
-
-def summary_rows(s: RunSummary) -> list[list[object]]:
-    """The summary as people read it: what ran, what it looked at, what it found, what it deleted."""
-    mode = "dry run, " if s.dry_run else ("mark only, " if s.mark_only else "")
-    rows: list[list[object]] = [
-        ["state", s.state + (f" ({s.error})" if s.error else "")],
-        ["mode", f"{mode}{s.mode}" + (f": {s.mode_reason}" if s.mode_reason else "")],
-        ["started / finished", f"{s.started_at[:19]} / {(s.finished_at or '-')[:19]}"],
-        ["policy", s.policy],
-        ["min-age", f"{_duration(s.min_age_seconds)} (objects modified before {s.cutoff_time[:19]})"],
-        ["commits", f"{s.active_commits} active, {s.expired_commits} expired"],
-        ["slices", f"{s.num_slices_listed} listed, {s.num_slices_skipped} skipped (settled)"],
-        ["objects listed", s.num_listed],
-    ]
-    if s.mode == "incremental":
-        rows.append(["looked up again", f"{s.num_rechecked} (lost a reference since run {s.base_run_id})"])
-    by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(s.candidates_by_reason.items()))
-    rows.append(["candidates", f"{s.num_candidates} ({_bytes(s.bytes_candidates)})" + (f": {by_reason}" if by_reason else "")])
-    if s.state in ("swept", "failed") and not (s.dry_run or s.mark_only) or s.num_deleted:
-        rows.append(["deleted", f"{s.num_deleted} ({_bytes(s.bytes_deleted)}), {s.num_failed} failed, "
-                                f"{s.num_revived} revived (referenced again since the mark)"])
-    if s.phases:
-        rows.append(["time", f"{sum(s.phases.values()):.1f}s in phases:"])
-        rows += [[f"  {phase}", f"{seconds:.2f}s"] for phase, seconds in s.phases.items()]
-    return rows
-
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{seconds // size:.0f}{unit}"
-    return f"{seconds:g}s"
-
-
-def _bytes(n: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    i = 0
-    while n >= 1024 and i < len(units) - 1:
-        n, i = n / 1024, i + 1
-    return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
 @contextmanager

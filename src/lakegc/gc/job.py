@@ -100,6 +100,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
             summary.active_commits, summary.expired_commits = len(result.active), result.expired
             summary.num_slices_listed, summary.num_slices_skipped = result.slices_listed, result.slices_skipped
             summary.num_rechecked = result.num_rechecked
+            summary.object_ages, summary.candidate_ages = result.object_ages, result.candidate_ages
             store.transition(summary, RunState.MARKED)
             write_summary(repo.storage, summary)
         if options.dry_run or options.mark_only:

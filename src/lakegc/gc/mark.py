@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from lakegc.errors import LakegcError
 from lakegc.gc.active import active_commits
+from lakegc.gc.ages import candidate_ages, listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.listing import list_namespace, slices, stat_objects
@@ -56,6 +57,8 @@ class MarkResult:
     slices_listed: int
     slices_skipped: int
     num_rechecked: int
+    object_ages: list[dict]
+    candidate_ages: list[dict]
 
 
 def uncommitted_key(run_id: str) -> str:
@@ -73,8 +76,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     to_list = [name for name in slice_names if name not in plan.settled]
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
     listing = list_namespace(spark, storage, to_list, cutoff).persist()
-    num_listed = listing.where(~listing.young).count()  # listed first: the order below keeps concurrent writes safe
-    young = {r.slice for r in listing.where(listing.young).select("slice").distinct().collect()}
+    num_listed, young, ages = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
     phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
     num_uncommitted, graph = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
@@ -104,11 +106,13 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         df.unpersist()
 
     phase("counting candidates")
-    stats = candidate_stats(spark, storage, output_keys(storage, run_id, "candidates"))
+    by_age = candidate_ages(read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), CANDIDATES_SCHEMA), now)
+    by_reason: dict[str, int] = {}
+    for bucket in by_age:
+        by_reason[bucket["reason"]] = by_reason.get(bucket["reason"], 0) + bucket["count"]
     return MarkResult(num_listed, num_uncommitted, active, len(graph.commits) - len(active),
-                      sum(c for c, _ in stats.values()), sum(b for _, b in stats.values()),
-                      {reason: c for reason, (c, _) in stats.items()}, len(to_list), len(plan.settled & set(slice_names)),
-                      num_rechecked)
+                      sum(b["count"] for b in by_age), sum(b["bytes"] for b in by_age), dict(sorted(by_reason.items())),
+                      len(to_list), len(plan.settled & set(slice_names)), num_rechecked, ages, by_age)
 
 
 def slice_windows(repo: Repository) -> dict[str, SliceWindow]:
@@ -156,12 +160,3 @@ def _candidates(spark: "SparkSession", storage: Storage, objects: "DataFrame", p
     return (unreferenced.join(flagged, "address", "left")
             .select("address", "size", "mtime",
                     F.when(F.col("in_expired_commit"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason")))
-
-
-def candidate_stats(spark: "SparkSession", storage: Storage, keys: list[str]) -> dict[str, tuple[int, int]]:
-    """reason -> (count, bytes), aggregated on the executors."""
-    from pyspark.sql import functions as F
-
-    rows = (read_parquet(spark, storage, keys, CANDIDATES_SCHEMA).groupBy("reason")
-            .agg(F.count("*").alias("n"), F.sum("size").alias("bytes")).collect())
-    return {r["reason"]: (int(r["n"]), int(r["bytes"] or 0)) for r in rows}

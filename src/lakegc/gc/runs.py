@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from lakegc.errors import LakegcError, NotFound
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
+from lakegc.gc.report import render_report
 from lakegc.storage import Storage
 from lakegc.timeutil import utcnow
 
@@ -89,6 +90,8 @@ class RunSummary:
     num_slices_listed: int = 0
     num_slices_skipped: int = 0
     num_rechecked: int = 0
+    object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (gc.ages)
+    candidate_ages: list[dict[str, Any]] = field(default_factory=list)  # candidates by slice age and reason
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -161,7 +164,13 @@ def _summary(row: sa.Row) -> RunSummary:
 
 
 def write_summary(storage: Storage, summary: RunSummary) -> None:
+    """summary.json and the report people read, side by side (also for failed runs)."""
     storage.write(run_prefix(summary.run_id) + "summary.json", json.dumps(summary.to_json(), indent=2).encode())
+    storage.write(report_key(summary.run_id), render_report(summary).encode())
+
+
+def report_key(run_id: str) -> str:
+    return run_prefix(run_id) + "report.html"
 
 
 def output_keys(storage: Storage, run_id: str, name: str) -> list[str]:

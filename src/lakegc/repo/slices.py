@@ -14,16 +14,16 @@ from datetime import datetime, timedelta
 DATA_PREFIX = "data/"
 SLICE_MAX_OBJECTS = 50_000
 SLICE_MAX_AGE = timedelta(hours=1)
-_SLICE_EPOCH_END = 10**10  # far beyond any real timestamp in seconds
+SLICE_EPOCH_END = 10**10  # far beyond any real timestamp in seconds
 
 
 def slice_name(created: datetime) -> str:
-    return f"{_SLICE_EPOCH_END - int(created.timestamp()):010d}"
+    return f"{SLICE_EPOCH_END - int(created.timestamp()):010d}"
 
 
 def slice_created(name: str) -> int:
     """Unix seconds a slice was opened, read back from its name."""
-    return _SLICE_EPOCH_END - int(name)
+    return SLICE_EPOCH_END - int(name)
 
 
 def new_slice_needed(created: datetime, objects: int, now: datetime) -> bool:

@@ -1,0 +1,56 @@
+"""report.html as a pure function of a run's summary: what it says, where the cutoff is drawn, and
+that nothing from the lake can inject markup."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakegc.gc.ages import BUCKETS_DAYS, NO_SLICE, bucket_label
+from lakegc.gc.report import _position, render_report
+from lakegc.gc.runs import RunState, RunSummary
+
+
+def summary(**changes) -> RunSummary:
+    s = RunSummary("8204651334357-0928bb", "repo", RunState.SWEPT, "clean", False, False, "2026-11-22T10:00:00+00:00",
+                   "2026-11-22T10:01:00+00:00", "2026-11-21T10:00:00+00:00", 86400.0, "no rules: keep every commit",
+                   num_listed=10, num_candidates=3, bytes_candidates=3072, candidates_by_reason={"expired": 2, "uncommitted": 1},
+                   num_deleted=3, bytes_deleted=3072, phases={"listing the namespace": 1.5, "reading committed trees": 0.5},
+                   object_ages=[{"bucket": 0, "label": "0-1d", "count": 4, "bytes": 40},
+                                {"bucket": 5, "label": "21-30d", "count": 6, "bytes": 60}],
+                   candidate_ages=[{"bucket": 5, "label": "21-30d", "reason": "expired", "count": 2, "bytes": 2048},
+                                   {"bucket": NO_SLICE, "label": bucket_label(NO_SLICE), "reason": "uncommitted",
+                                    "count": 1, "bytes": 1024}])
+    for key, value in changes.items():
+        setattr(s, key, value)
+    return s
+
+
+def test_bucket_labels_cover_every_age():
+    assert [bucket_label(i) for i in range(len(BUCKETS_DAYS))][:3] == ["0-1d", "1-2d", "2-7d"]
+    assert bucket_label(len(BUCKETS_DAYS) - 1) == "365d+"
+
+
+@pytest.mark.parametrize("days, position", [(0, 0.0), (0.5, 0.5), (1, 1.0), (3, 2 + 1 / 5), (21, 5.0), (400, 10.0)])
+def test_the_cutoff_line_sits_where_the_min_age_falls_on_the_bucket_axis(days, position):
+    assert _position(days) == pytest.approx(position)
+
+
+def test_report_shows_what_was_reclaimed_and_every_section():
+    page = render_report(summary())
+    assert "3.0 KiB reclaimed: 3 objects deleted" in page
+    assert "<td>expired</td><td class=n>2</td>" in page and "<td>uncommitted</td><td class=n>1</td>" in page
+    assert "<td>21-30d</td><td>expired</td><td class=n>2</td><td class=n>2.0 KiB</td>" in page
+    assert "no slice (namespace root)" in page
+    assert "min-age cutoff (1d)" in page and page.count("<svg") == 3
+
+
+def test_a_dry_run_reports_what_would_be_reclaimed():
+    page = render_report(summary(dry_run=True, state=RunState.MARKED, num_deleted=0, bytes_deleted=0))
+    assert "3.0 KiB would be reclaimed by 3 candidates (nothing deleted yet)" in page
+
+
+def test_a_failed_run_still_renders_with_its_error_escaped():
+    page = render_report(summary(state=RunState.FAILED, error="<script>alert(1)</script> in s3://b/<x>",
+                                 repository="<b>repo</b>", object_ages=[], candidate_ages=[], phases={}))
+    assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;repo&lt;/b&gt;" in page
+    assert '<span class="state failed">' in page and "no objects listed" in page
