@@ -1,0 +1,76 @@
+"""`python -m benchmarks [--scale F] [--json] [--sweep]`: scenario S1 against the floor and delta-rs.
+
+On one generated lake, one after another: the floor script, delta-rs vacuum, a clean lakegc run,
+then a lakegc incremental run after a 1 % change. Each deletes the same stale objects (checked after
+every contender; the stale files are written back in between) and runs as its own process, timed
+and memory-sampled. `--sweep` repeats the clean run at several sizes and plots time and memory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.contenders import Results, run_all, run_sweep
+from benchmarks.plot import plot_sweep
+
+SWEEP_SCALES = (0.1, 0.25, 0.5, 1.0)
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (1.0: 1M objects)."),
+         as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON only."),
+         sweep: bool = typer.Option(False, "--sweep", help="Also time clean runs at 100K..1M objects (x scale) "
+                                    "and plot them."),
+         workdir: Path = typer.Option(Path("/tmp/lakegc-bench"), "--dir", help="Where the lakes are built "
+                                      "(emptied first)."),
+         out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go.")
+         ) -> None:
+    console = Console(stderr=True)
+    shutil.rmtree(workdir, ignore_errors=True)
+    results = run_all(scale, workdir / "s1", console)
+    if as_json:
+        print(json.dumps(results.figures()))
+    else:
+        Console(width=130).print(_table(results))
+    if sweep:
+        rows = run_sweep([s * scale for s in SWEEP_SCALES], workdir, console, results)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "s1.json").write_text(json.dumps(results.figures(), indent=1))
+        (out / "sweep.json").write_text(json.dumps(rows, indent=1))
+        plot_sweep(rows, out / "sweep.png")
+        if not as_json:
+            Console(width=130).print(_sweep_table(rows))
+        console.print(f"plot: {out / 'sweep.png'}")
+
+
+def _table(r: Results) -> Table:
+    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale) on this machine")
+    for column in ("run", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB", "deleted"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for name, m, deleted in r.rows():
+        table.add_row(name, f"{m.seconds:.1f}", f"{r.objects / m.seconds:,.0f}", f"{m.seconds / r.floor.seconds:.2f}",
+                      f"{m.seconds / r.deltars.seconds:.2f}", f"{m.rss_mb:,.0f}", f"{m.jvm_rss_mb:,.0f}" if m.jvm_rss_mb else "-",
+                      f"{deleted:,}")
+    return table
+
+
+def _sweep_table(rows: list[dict]) -> Table:
+    table = Table(title="Scaling sweep: clean lakegc run")
+    for column in ("objects", "lakegc s", "floor s", "driver RSS MB", "JVM RSS MB"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(f"{row['objects']:,}", f"{row['lakegc_s']:.1f}", f"{row['floor_s']:.1f}",
+                      f"{row['driver_rss_mb']:,.0f}", f"{row['jvm_rss_mb']:,.0f}")
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(app())

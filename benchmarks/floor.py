@@ -1,0 +1,45 @@
+"""The floor: the bare I/O any GC of this lake has to do, in one plain process with no framework.
+
+It lists and stats the namespace's objects, reads every active range once (the address column),
+and deletes the stale objects it is handed. It decides nothing: what is active and what is stale
+come from the generator. lakegc cannot beat this; the question is by how much it trails it.
+
+    python -m benchmarks.floor ROOT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from benchmarks.generate import Lakefiles
+from lakegc.repo.trees import RANGES_PREFIX
+
+
+def floor(files: Lakefiles) -> dict:
+    listed = nbytes = 0
+    stack = [str(files.namespace / "data")]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    listed += 1
+                    nbytes += entry.stat(follow_symlinks=False).st_size
+    ranges = json.loads(files.manifest.read_text())["active_ranges"]
+    entries = sum(pq.read_table(files.namespace / RANGES_PREFIX / rid, columns=["address"]).num_rows for rid in ranges)
+    objects = pq.read_table(files.objects, columns=["address", "reason"])
+    stale = objects.filter(pc.not_equal(objects.column("reason"), "")).column("address").to_pylist()
+    for key in stale:
+        os.unlink(files.namespace / key)
+    return {"listed": listed, "bytes": nbytes, "ranges": len(ranges), "entries": entries, "deleted": len(stale)}
+
+
+if __name__ == "__main__":
+    print(json.dumps(floor(Lakefiles(Path(sys.argv[1])))))
