@@ -43,3 +43,12 @@ def test_sweep_plot_is_a_png(tmp_path):
             for n in (100_000, 1_000_000)]
     plot_sweep(rows, tmp_path / "sweep.png")
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_address_joins_never_broadcast_through_the_driver(spark):
+    """At 1M objects a broadcast join built an address table on the driver and ran out of memory:
+    lakegc's session plans its address joins as shuffles, whatever the sizes."""
+    listed = spark.createDataFrame([(f"data/s/{i}",) for i in range(100)], "address string")
+    referenced = spark.createDataFrame([(f"data/s/{i}",) for i in range(0, 100, 2)], "address string")
+    plan = listed.join(referenced, "address", "left_anti")._jdf.queryExecution().executedPlan().toString()
+    assert "SortMergeJoin" in plan and "Broadcast" not in plan
