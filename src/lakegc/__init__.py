@@ -1,3 +1,3 @@
 """lakegc: garbage collection for versioned data lakes."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
