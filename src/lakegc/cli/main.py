@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -91,7 +92,19 @@ _register()
 
 
 def run() -> None:
-    app(prog_name="lakegc")
+    """The console script. Once its output is flushed it leaves with `os._exit`, skipping the
+    interpreter's teardown: pyarrow's native thread pools can abort that teardown (std::terminate,
+    exit -6; apache/arrow#34314), turning a command that finished into a crash."""
+    try:
+        app(prog_name="lakegc")
+        code = 0
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 __all__ = ["app", "run"]
