@@ -6,7 +6,6 @@ namespace themselves (local folder or object store), so no Hadoop connector is n
 
 from __future__ import annotations
 
-import io
 import tempfile
 import uuid
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakegc.storage import Storage
+from lakegc.storage import Storage, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,7 +26,7 @@ def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schem
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for key in batch.column("key").to_pylist():
-                table = pq.read_table(io.BytesIO(storage.read(key)))
+                table = read_table(storage, key)
                 yield from table.to_batches(max_chunksize=65_536)
 
     keys_df = spark.createDataFrame([(k,) for k in keys] or [("",)], "key string")

@@ -7,15 +7,16 @@ garbage.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-import itertools
 from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.repo.slices import DATA_PREFIX
-from lakegc.storage import ObjectInfo, Storage
+from lakegc.storage import Storage
+from lakegc.storage.base import listing_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,7 +25,6 @@ LISTING_SCHEMA = pa.schema([("address", pa.string()), ("size", pa.int64()), ("mt
                             ("slice", pa.string()), ("young", pa.bool_())])
 LISTING_DDL = "address string, size long, mtime timestamp, slice string, young boolean"
 _ROOT = ""  # the pseudo-slice standing for the namespace root's own files
-_BATCH = 10_000
 
 
 def slices(storage: Storage) -> list[str]:
@@ -35,35 +35,41 @@ def slices(storage: Storage) -> list[str]:
 def list_namespace(spark: "SparkSession", storage: Storage, slice_names: list[str], older_than: datetime) -> "DataFrame":
     """Objects of the given slices (and the root); `young` marks those modified at or after
     `older_than` (never candidates, and they keep their slice from settling)."""
+    folders = [Folder("", False, _ROOT), *(Folder(f"{DATA_PREFIX}{name}/", True, name) for name in slice_names)]
+    return list_folders(spark, storage, folders, older_than)
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One listing task: the objects under `prefix` (all levels, or only its own), labelled `slice`."""
+
+    prefix: str
+    recursive: bool
+    slice: str
+
+
+def list_folders(spark: "SparkSession", storage: Storage, folders: list[Folder], older_than: datetime) -> "DataFrame":
+    """Rows of LISTING_DDL for the objects of `folders`, each folder listed by one task on the executors."""
     cutoff = older_than
 
-    def list_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def list_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for name in batch.column("slice").to_pylist():
-                if name == _ROOT:
-                    objects = storage.list("", recursive=False)
-                else:
-                    objects = storage.list(f"{DATA_PREFIX}{name}/")
-                yield from _batches(((obj, name) for obj in objects), cutoff)
+            for task in batch.to_pylist():
+                for found in storage.list_batches(task["prefix"], recursive=task["recursive"]):
+                    yield _listing_rows(found, pa.repeat(pa.scalar(task["slice"], pa.string()), found.num_rows), cutoff)
 
-    names = [_ROOT, *slice_names]
-    df = spark.createDataFrame([(n,) for n in names], "slice string")
-    return df.repartition(max(1, min(len(names), spark.sparkContext.defaultParallelism * 4))).mapInArrow(
-        list_slices, LISTING_DDL)
+    df = spark.createDataFrame([(f.prefix, f.recursive, f.slice) for f in folders],
+                               "prefix string, recursive boolean, slice string")
+    return df.repartition(max(1, min(len(folders), spark.sparkContext.defaultParallelism * 4))).mapInArrow(
+        list_tasks, LISTING_DDL)
 
 
-def _batches(objects: Iterator[tuple[ObjectInfo, str]], cutoff: datetime) -> Iterator[pa.RecordBatch]:
-    """(object, its slice) pairs as listing batches."""
-    young_from = pa.scalar(cutoff, pa.timestamp("us", tz="UTC"))
-    while True:
-        chunk = list(itertools.islice(objects, _BATCH))
-        if not chunk:
-            return
-        mtimes = pa.array([obj.mtime for obj, _ in chunk], pa.timestamp("us", tz="UTC"))
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([obj.key for obj, _ in chunk], pa.string()), pa.array([obj.size for obj, _ in chunk], pa.int64()),
-             mtimes, pa.array([name for _, name in chunk], pa.string()), pc.greater_equal(mtimes, young_from)],
-            schema=LISTING_SCHEMA)
+def _listing_rows(found: pa.RecordBatch, slice_names: pa.Array, cutoff: datetime) -> pa.RecordBatch:
+    """A storage listing batch (and each object's slice) as rows of the GC listing."""
+    mtimes = found.column("mtime")
+    return pa.RecordBatch.from_arrays(
+        [found.column("key"), found.column("size"), mtimes, slice_names,
+         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING_SCHEMA)
 
 
 def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame", older_than: datetime) -> "DataFrame":
@@ -74,7 +80,9 @@ def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame"
     def stat(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             pairs = zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
-            found = ((storage.stat(key), slice_name) for key, slice_name in pairs)
-            yield from _batches(((info, name) for info, name in found if info is not None), cutoff)
+            found = [(info, name) for key, name in pairs if (info := storage.stat(key)) is not None]
+            if found:
+                yield _listing_rows(listing_batch([info for info, _ in found]),
+                                    pa.array([name for _, name in found], pa.string()), cutoff)
 
     return addresses.select("address", "slice").mapInArrow(stat, LISTING_DDL)

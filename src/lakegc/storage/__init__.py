@@ -7,13 +7,13 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lakegc.errors import InvalidArgument, ObjectNotFound
-from lakegc.storage.base import DeleteOutcome, ObjectInfo, Storage, check_key
+from lakegc.storage.base import DeleteOutcome, ObjectInfo, Storage, check_key, read_table
 from lakegc.storage.local import LocalStorage
 from lakegc.storage.s3 import S3Settings, S3Storage, split_s3
 
 __all__ = [
     "DeleteOutcome", "ObjectInfo", "Storage", "LocalStorage", "S3Settings", "S3Storage", "check_key",
-    "normalize_location", "open_storage", "read_location", "relative_to",
+    "normalize_location", "open_storage", "read_location", "read_table", "relative_to",
 ]
 
 

@@ -8,14 +8,18 @@ import os
 import shutil
 import stat
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound
-from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key
+from lakegc.storage.base import LISTING_BATCH, LISTING_SCHEMA, DeleteOutcome, ObjectInfo, check_key
 
 _TMP_PREFIX = ".lakegc-tmp-"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class LocalStorage:
@@ -42,6 +46,10 @@ class LocalStorage:
         """Files under `prefix` (a folder prefix, '' for the root), in key order."""
         folder = prefix.rstrip("/")
         yield from _walk(str(self._path(folder) if folder else self.root), f"{folder}/" if folder else "", recursive)
+
+    def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator[pa.RecordBatch]:
+        folder = prefix.rstrip("/")
+        yield from _scan(str(self._path(folder) if folder else self.root), f"{folder}/" if folder else "", recursive)
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         base = self._path(prefix.rstrip("/")) if prefix else self.root
@@ -104,7 +112,8 @@ class LocalStorage:
 
 
 def _mtime(st: os.stat_result) -> datetime:
-    return datetime.fromtimestamp(st.st_mtime, timezone.utc)
+    """To the microsecond, truncated, exactly as `_scan` gives it."""
+    return _EPOCH + timedelta(microseconds=st.st_mtime_ns // 1000)
 
 
 def _walk(base: str, prefix: str, recursive: bool) -> Iterator[ObjectInfo]:
@@ -124,3 +133,34 @@ def _walk(base: str, prefix: str, recursive: bool) -> Iterator[ObjectInfo]:
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISREG(st.st_mode):
                 yield ObjectInfo(prefix + name, st.st_size, _mtime(st))
+
+
+def _scan(base: str, prefix: str, recursive: bool) -> Iterator[pa.RecordBatch]:
+    """The files of `_walk`, unsorted, gathered straight into columns (about twice as fast: no
+    sorting, no object or datetime per file)."""
+    keys: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    folders = [(base, prefix)]
+    while folders:
+        folder, at = folders.pop()
+        try:
+            with os.scandir(folder) as found:
+                for entry in found:
+                    if entry.is_dir(follow_symlinks=False):
+                        if recursive:
+                            folders.append((entry.path, f"{at}{entry.name}/"))
+                    elif not entry.name.startswith(_TMP_PREFIX):
+                        st = entry.stat(follow_symlinks=False)
+                        if stat.S_ISREG(st.st_mode):
+                            keys.append(at + entry.name)
+                            sizes.append(st.st_size)
+                            mtimes.append(st.st_mtime_ns)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if len(keys) >= LISTING_BATCH or (not folders and keys):
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.string()), pa.array(sizes, pa.int64()),
+                 pc.cast(pa.array(mtimes, pa.timestamp("ns", tz="UTC")), LISTING_SCHEMA.field("mtime").type, safe=False)],
+                schema=LISTING_SCHEMA)
+            keys, sizes, mtimes = [], [], []

@@ -22,9 +22,10 @@ from datetime import timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound
-from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key
+from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key, listing_batch
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from mypy_boto3_s3 import S3Client
 
 DELETE_BATCH = 1_000  # the most DeleteObjects takes
@@ -121,6 +122,10 @@ class S3Storage:
     def _key(self, key: str) -> str:
         return self.prefix + check_key(key)
 
+    def _info(self, listed: dict[str, Any]) -> ObjectInfo:
+        """An entry of a listing page as an object of this namespace."""
+        return ObjectInfo(listed["Key"][len(self.prefix):], listed["Size"], listed["LastModified"].astimezone(timezone.utc))
+
     def _fail(self, what: str, exc: Exception) -> NamespaceError:
         return NamespaceError(f"namespace {self.uri}: {what} failed: {describe(exc)}")
 
@@ -144,7 +149,12 @@ class S3Storage:
         """Objects under `prefix` (a folder prefix, '' for the root), in key order, page by page."""
         for page in self._pages(prefix, recursive):
             for obj in page.get("Contents", ()):
-                yield ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["LastModified"].astimezone(timezone.utc))
+                yield self._info(obj)
+
+    def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator["pa.RecordBatch"]:
+        for page in self._pages(prefix, recursive):
+            if page.get("Contents"):
+                yield listing_batch([self._info(obj) for obj in page["Contents"]])
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         start = len(self.prefix) + len(prefix)
