@@ -27,12 +27,11 @@ from lakegc.gc.ages import candidate_ages, listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.listing import list_namespace, slices, stat_objects
-from lakegc.gc.references import UNCOMMITTED_DDL, Graph, referenced, snapshot_uncommitted, tree_addresses
+from lakegc.gc.references import UNCOMMITTED_DDL, Graph, range_addresses, referenced, snapshot_uncommitted, tree_ranges
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,10 +87,15 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
 
     phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
-    protected, active_ranges = referenced(spark, storage, (graph.metaranges[c] for c in active), uncommitted_key(run_id))
+    trees: dict[str, bool] = {}
+    for commit, mid in graph.metaranges.items():
+        trees[mid] = trees.get(mid, False) or commit in active
+    ranges = tree_ranges(spark, storage, trees).persist()  # a few rows per thousand objects, read twice
+    active_ranges = ranges.where("active")
+    protected = referenced(spark, storage, active_ranges, uncommitted_key(run_id))
     objects = listing.where(~listing.young)
     num_rechecked = 0
-    cached: list["DataFrame"] = [listing]
+    cached: list["DataFrame"] = [listing, ranges]
     if plan.base is not None and plan.settled:  # nothing settled: every slice was listed, nothing to look up
         phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")
         protected = protected.persist()  # read once, used twice
@@ -99,8 +103,8 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         cached += [protected, suspects]
         num_rechecked = suspects.count()
         objects = objects.unionByName(suspects)
-    candidates = _candidates(spark, storage, objects.where(~objects.young).drop("young"), protected,
-                             active_ranges, graph, active)
+    expired = range_addresses(spark, storage, ranges.where(~ranges.active)) if not all(trees.values()) else None
+    candidates = _candidates(objects.where(~objects.young).drop("young"), protected, expired)
     write_parquet(candidates, storage, f"{prefix}candidates")
     for df in cached:
         df.unpersist()
@@ -135,8 +139,8 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, graph: Graph,
     if unknown:
         raise LakegcError(f"run {base} counted commits this repository no longer has ({len(unknown)}, e.g. "
                           f"{min(unknown)}): run `gc run --clean`")
-    left, _ = tree_addresses(spark, storage, (graph.metaranges[c] for c in base_active - active),
-                             exclude_ranges=active_ranges)
+    lost = tree_ranges(spark, storage, {graph.metaranges[c]: False for c in base_active - active})
+    left = range_addresses(spark, storage, lost.join(active_ranges.select("range_id"), "range_id", "left_anti"))
     addresses = (left
                  .union(read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address"))
                  .union(read_parquet(spark, storage, output_keys(storage, base, "revived"),
@@ -147,15 +151,14 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, graph: Graph,
     return stat_objects(spark, storage, in_settled, cutoff)
 
 
-def _candidates(spark: "SparkSession", storage: Storage, objects: "DataFrame", protected: "DataFrame",
-                active_ranges: "DataFrame", graph: Graph, active: set[str]) -> "DataFrame":
+def _candidates(objects: "DataFrame", protected: "DataFrame", expired: "DataFrame | None") -> "DataFrame":
+    """Listed objects nothing protects, each `expired` when only expired commits hold it (`expired`:
+    their addresses, None when no commit expired) and `uncommitted` otherwise."""
     from pyspark.sql import functions as F
 
     unreferenced = objects.join(protected, "address", "left_anti")
-    expired_mids = [graph.metaranges[c] for c in graph.commits if c not in active]
-    if not expired_mids:  # nothing expired: every candidate is uncommitted garbage
+    if expired is None:
         return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))
-    expired, _ = tree_addresses(spark, storage, expired_mids, exclude_ranges=active_ranges)
     flagged = expired.distinct().withColumn("in_expired_commit", F.lit(True))
     return (unreferenced.join(flagged, "address", "left")
             .select("address", "size", "mtime",

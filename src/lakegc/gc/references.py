@@ -7,14 +7,12 @@ object committed in between is seen either as staged or as committed, never as n
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from lakegc.errors import LakegcError
@@ -23,7 +21,7 @@ from lakegc.gc.arrowio import read_parquet, write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, normalize_location, relative_to
+from lakegc.storage import Storage, normalize_location, read_table, relative_to
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,6 +30,7 @@ COPY_RECORD_WINDOW = timedelta(days=1)
 UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
 UNCOMMITTED_DDL = "address string, source string"
 ADDRESS_SCHEMA = "address string"
+RANGES_DDL = "range_id string, min_path string, active boolean"
 _BATCH = 10_000  # uncommitted references streamed from the metastore at a time
 _DEDUP_ROWS = 1 << 18  # range addresses de-duplicated together on an executor
 
@@ -97,18 +96,45 @@ def _read_graph(conn: sa.Connection, repo: str) -> Graph:
                  {r.id: r.metarange_id for r in rows}, branches, tags)
 
 
-def tree_addresses(spark: "SparkSession", storage: Storage, metarange_ids: Iterable[str],
-                   exclude_ranges: "DataFrame | None" = None) -> tuple["DataFrame", "DataFrame"]:
-    """(addresses, range ids) of the trees: each distinct range is read once, on the executors.
-    Ranges in `exclude_ranges` are skipped (already read elsewhere)."""
-    mids = sorted(set(metarange_ids))
-    namespace = storage.uri
-
+def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, bool]) -> "DataFrame":
+    """(range_id, min_path, active) of every distinct range of the trees, given as metarange id ->
+    whether an active commit has that tree; a range is active when any active tree holds it. One
+    pass over the metaranges serves both the active and the expired side of a run."""
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Most trees share most of their ranges: de-duplicated here, in Arrow, before Spark."""
+        pending: list[pa.Table] = []
+        rows = 0
         for batch in batches:
-            for mid in batch.column("metarange_id").to_pylist():
-                table = pq.read_table(io.BytesIO(storage.read(METARANGES_PREFIX + mid)), columns=["range_id", "min_path"])
-                yield from table.to_batches()
+            for mid, active in zip(batch.column("metarange_id").to_pylist(), batch.column("active").to_pylist()):
+                table = read_table(storage, METARANGES_PREFIX + mid, ["range_id", "min_path"])
+                pending.append(table.append_column("active", pa.repeat(pa.scalar(active), table.num_rows)))
+                rows += table.num_rows
+                if rows >= _DEDUP_ROWS:
+                    yield from _distinct_ranges(pending)
+                    pending, rows = [], 0
+        if pending:
+            yield from _distinct_ranges(pending)
+
+    from pyspark.sql import functions as F
+
+    rows = sorted(trees.items())
+    trees_df = spark.createDataFrame(rows or [("", False)], "metarange_id string, active boolean")
+    if not rows:
+        trees_df = trees_df.limit(0)
+    return (trees_df.repartition(max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4)))
+            .mapInArrow(read_metaranges, RANGES_DDL)
+            .groupBy("range_id", "min_path").agg(F.max("active").alias("active")))
+
+
+def _distinct_ranges(tables: list[pa.Table]) -> list[pa.RecordBatch]:
+    grouped = pa.concat_tables(tables).group_by(["range_id", "min_path"]).aggregate([("active", "max")])
+    return grouped.select(["range_id", "min_path", "active_max"]).rename_columns(["range_id", "min_path", "active"]).to_batches()
+
+
+def range_addresses(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -> "DataFrame":
+    """The namespace addresses the ranges (rows of `tree_ranges`) hold: each range read once, on the
+    executors."""
+    namespace = storage.uri
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
@@ -128,21 +154,14 @@ def tree_addresses(spark: "SparkSession", storage: Storage, metarange_ids: Itera
         if pending:
             yield _unique(pending)
 
-    parallelism = spark.sparkContext.defaultParallelism
-    mid_df = spark.createDataFrame([(m,) for m in mids], "metarange_id string") if mids else \
-        spark.createDataFrame([], "metarange_id string")
-    ranges = (mid_df.repartition(max(1, min(len(mids), parallelism * 4)))
-              .mapInArrow(read_metaranges, "range_id string, min_path string").distinct())
-    if exclude_ranges is not None:
-        ranges = ranges.join(exclude_ranges.select("range_id"), "range_id", "left_anti")
-    addresses = (ranges.repartition(parallelism * 4, "min_path").sortWithinPartitions("min_path")
-                 .mapInArrow(read_ranges, ADDRESS_SCHEMA))
-    return addresses, ranges
+    return (ranges.select("range_id", "min_path")
+            .repartition(spark.sparkContext.defaultParallelism * 4, "min_path").sortWithinPartitions("min_path")
+            .mapInArrow(read_ranges, ADDRESS_SCHEMA))
 
 
 def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Array:
     """The namespace keys one range references (entries outside the namespace left out)."""
-    table = pq.read_table(io.BytesIO(storage.read(RANGES_PREFIX + range_id)), columns=["address", "address_kind"])
+    table = read_table(storage, RANGES_PREFIX + range_id, ["address", "address_kind"])
     if pc.all(pc.equal(table.column("address_kind"), "relative")).as_py() is not False:
         return table.column("address").combine_chunks()  # the common case: no Python objects
     pairs = zip(table.column("address").to_pylist(), table.column("address_kind").to_pylist())
@@ -154,9 +173,7 @@ def _unique(arrays: list[pa.Array]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pc.unique(pa.concat_arrays(arrays))], names=["address"])
 
 
-def referenced(spark: "SparkSession", storage: Storage, metarange_ids: Iterable[str],
-               uncommitted_key: str) -> tuple["DataFrame", "DataFrame"]:
-    """(addresses, range ids): every address the trees or the uncommitted snapshot reference."""
-    committed, ranges = tree_addresses(spark, storage, metarange_ids)
+def referenced(spark: "SparkSession", storage: Storage, ranges: "DataFrame", uncommitted_key: str) -> "DataFrame":
+    """Every address the ranges (rows of `tree_ranges`) or the uncommitted snapshot reference."""
     uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
-    return committed.union(uncommitted), ranges
+    return range_addresses(spark, storage, ranges).union(uncommitted)

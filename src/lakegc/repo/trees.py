@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
-from lakegc.storage import Storage
+from lakegc.storage import Storage, read_table
 from lakegc.timeutil import as_utc
 
 RANGES_PREFIX = "_lakegc/ranges/"
@@ -121,14 +121,14 @@ class TreeStore:
     # -- reading ------------------------------------------------------------
     def ranges(self, mid: str) -> list[RangeRef]:
         if mid not in self._metaranges:
-            table = pq.read_table(io.BytesIO(self.storage.read(METARANGES_PREFIX + mid)))
+            table = read_table(self.storage, METARANGES_PREFIX + mid)
             self._metaranges[mid] = [RangeRef(r["range_id"], r["min_path"], r["max_path"], r["count"])
                                     for r in table.to_pylist()]
         return self._metaranges[mid]
 
     def range_entries(self, rid: str) -> list[Entry]:
         if rid not in self._ranges:
-            table = pq.read_table(io.BytesIO(self.storage.read(RANGES_PREFIX + rid)))
+            table = read_table(self.storage, RANGES_PREFIX + rid)
             self._ranges[rid] = [_entry(row) for row in table.to_pylist()]
         return self._ranges[rid]
 
