@@ -16,7 +16,7 @@ import pyarrow as pa
 from lakegc.gc.active import active_commits
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.mark import CANDIDATES_SCHEMA
-from lakegc.gc.references import referenced, snapshot_uncommitted
+from lakegc.gc.references import referenced, snapshot_uncommitted, tree_ranges
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
@@ -47,9 +47,7 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     write_parquet(candidates.join(protected, "address", "left_anti"), storage, f"{prefix}to_delete")
     before_delete()
     to_delete = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), CANDIDATES_SCHEMA)
-    results = to_delete.repartition(spark.sparkContext.defaultParallelism * 2).mapInArrow(
-        lambda batches: _delete(storage, batches), RESULT_DDL)
-    write_parquet(results, storage, f"{prefix}deleted")
+    write_parquet(delete_objects(spark, storage, to_delete), storage, f"{prefix}deleted")
     return (*deletion_stats(spark, storage, output_keys(storage, run_id, "deleted")),
             sum(rows for _, rows in revived_parts))
 
@@ -59,9 +57,19 @@ def _protected_now(spark: "SparkSession", repo: Repository, uncommitted_key: str
     """Addresses referenced now that the mark did not count as referenced."""
     _, graph = snapshot_uncommitted(repo, uncommitted_key, now)
     newly_active = active_commits(graph.commits, graph.branches, policy_of, graph.tags) - marked_active
-    protected, _ = referenced(spark, repo.storage, (graph.metaranges[c] for c in newly_active),
-                              uncommitted_key)
-    return protected.distinct()
+    ranges = tree_ranges(spark, repo.storage, {graph.metaranges[c]: True for c in newly_active})
+    return referenced(spark, repo.storage, ranges, uncommitted_key).distinct()
+
+
+def delete_objects(spark: "SparkSession", storage: Storage, to_delete: "DataFrame") -> "DataFrame":
+    """Delete the objects of `to_delete` (rows of CANDIDATES_SCHEMA) on the executors: one RESULT_DDL
+    row each. Each task deletes whole folders in key order: tasks unlinking in the same folders at
+    once wait on each other's folder locks (50K local deletes spread at random took 12 s)."""
+    from pyspark.sql import functions as F
+
+    folder = F.regexp_extract("address", r"^(.*)/", 1)
+    return (to_delete.repartition(spark.sparkContext.defaultParallelism * 2, folder).sortWithinPartitions("address")
+            .mapInArrow(lambda batches: _delete(storage, batches), RESULT_DDL))
 
 
 def _delete(storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -70,7 +78,7 @@ def _delete(storage: Storage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
         pending.extend(batch.to_pylist())
         while len(pending) >= BATCH_SIZE:
             yield _delete_batch(storage, pending[:BATCH_SIZE])
-            pending = pending[BATCH_SIZE:]
+            del pending[:BATCH_SIZE]
     if pending:
         yield _delete_batch(storage, pending)
 
