@@ -81,7 +81,7 @@ def run(ctx: typer.Context, uri: str,
     """Mark and sweep in one Spark job; prints the run's summary."""
     name = _repo_uri(uri)
     options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=parse_duration(min_age), clean=clean,
-                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=_conf(conf))
+                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=parse_conf(conf))
     with progress(f"GC {name}", quiet=as_json) as phase:
         summary = run_gc(state(ctx).lake, name, options, phase)
     print_summary(summary, as_json)
@@ -185,7 +185,7 @@ def progress(title: str, quiet: bool) -> Iterator:  # type: ignore[type-arg]
             progress.update(current[-1], completed=1, total=1)
 
 
-def _conf(pairs: list[str]) -> dict[str, str]:
+def parse_conf(pairs: list[str]) -> dict[str, str]:
     conf = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -8,6 +8,7 @@ so before any deletion. Under spark-submit, see `lakegc.submit`.
 from __future__ import annotations
 
 import json
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -91,7 +92,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
                              base_run_id=chosen.base.run_id if chosen.base else None)
         store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
                                "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
-        timed = _Timer(summary, phase)
+        timed = PhaseTimer(summary, phase)
         with _recorded(store, repo, summary):
             result = mark(spark, repo, run_id, chosen, policy_of, now, options.min_age, timed)
             timed.stop()
@@ -143,7 +144,7 @@ def _sweep(store: RunStore, repo: Repository, summary: RunSummary, phase: Phase,
     marked_now = datetime.fromisoformat(params["now"])
     policy_of, _ = resolve_policies(repo, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
     store.transition(summary, RunState.SWEEPING)
-    timed = _Timer(summary, phase)
+    timed = PhaseTimer(summary, phase)
     with _recorded(store, repo, summary):
         timed("re-checking and deleting candidates", f"{summary.num_candidates} candidates")
         marked_active = set(json.loads(repo.storage.read(f"{run_prefix(summary.run_id)}active_commits.json")))
@@ -184,7 +185,7 @@ def _recorded(store: RunStore, repo: Repository, summary: RunSummary) -> Iterato
         raise
 
 
-class _Timer:
+class PhaseTimer:
     """Calls the phase callback and records how long each phase took in the summary."""
 
     def __init__(self, summary: RunSummary, phase: Phase):
@@ -209,7 +210,7 @@ def one_line(exc: BaseException) -> str:
     for line in text.splitlines():
         line = line.strip()
         if line.startswith(("lakegc.", "LakegcError", "ObjectNotFound", "OSError", "PermissionError")) or "Error:" in line:
-            return line[:500]
+            return re.sub(r"^lakegc(\.\w+)+: ", "", line)[:500]  # our own error, raised on an executor
     return text.splitlines()[0][:500]
 
 

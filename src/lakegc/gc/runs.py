@@ -49,6 +49,11 @@ class RunNotFound(NotFound):
     pass
 
 
+def check_transition(run_id: str, frm: RunState, to: RunState) -> None:
+    if to not in _NEXT[frm]:
+        raise IllegalTransition(f"run {run_id}: cannot go from {frm} to {to}")
+
+
 def new_run_id(now: datetime) -> str:
     """Inverted milliseconds, then randomness: a plain string sort lists the newest run first."""
     return f"{10**13 - int(now.timestamp() * 1000):013d}-{secrets.token_hex(3)}"
@@ -122,8 +127,7 @@ class RunStore:
 
     def transition(self, summary: RunSummary, to: RunState) -> None:
         """Move `summary` to state `to`, but only from the state it is in: anything else is loud."""
-        if to not in _NEXT[summary.state]:
-            raise IllegalTransition(f"run {summary.run_id}: cannot go from {summary.state} to {to}")
+        check_transition(summary.run_id, summary.state, to)
         frm = summary.state
         summary.state = to
         if to in (RunState.SWEPT, RunState.FAILED) or (to is RunState.MARKED and (summary.dry_run or summary.mark_only)):

@@ -47,9 +47,9 @@ class Metastore:
         try:
             self.engine = _create_engine(self.url)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
-            raise MetastoreError(f"invalid metastore URL {_safe(self.url)!r}: {exc}") from None
+            raise MetastoreError(f"invalid metastore URL {safe_url(self.url)!r}: {exc}") from None
         except OSError as exc:
-            raise MetastoreError(f"metastore {_safe(self.url)}: cannot create its folder: {exc.strerror}") from None
+            raise MetastoreError(f"metastore {safe_url(self.url)}: cannot create its folder: {exc.strerror}") from None
         self._ready = False
 
     @contextmanager
@@ -93,7 +93,7 @@ class Metastore:
                 schema.metadata.create_all(conn, checkfirst=True)
                 current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
                 if current > SCHEMA_VERSION:
-                    raise MetastoreError(f"metastore {_safe(self.url)} has schema version {current}, newer than this "
+                    raise MetastoreError(f"metastore {safe_url(self.url)} has schema version {current}, newer than this "
                                          f"lakegc understands ({SCHEMA_VERSION}): upgrade lakegc")
                 for version in range(current + 1, SCHEMA_VERSION + 1):
                     if not fresh and version in MIGRATIONS:
@@ -110,10 +110,14 @@ class Metastore:
         return "\n\n".join(statements) + "\n"
 
 
-def _create_engine(url: str) -> Engine:
+def sql_url(url: str) -> sa.URL:
+    """A SQLAlchemy URL with our PostgreSQL driver: psycopg 3, not SQLAlchemy's default psycopg2."""
     parsed = sa.engine.make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3 is our driver, not SQLAlchemy's psycopg2
+    return parsed.set(drivername="postgresql+psycopg") if parsed.drivername == "postgresql" else parsed
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = sql_url(url)
     if parsed.get_backend_name() == "postgresql":
         return _postgresql_engine(parsed)
     if parsed.get_backend_name() != "sqlite":
@@ -172,10 +176,10 @@ def _errors(url: str) -> Iterator[None]:
     except sa.exc.DBAPIError as exc:
         if not isinstance(exc, sa.exc.OperationalError) and getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
             raise
-        raise MetastoreError(f"metastore {_safe(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
+        raise MetastoreError(f"metastore {safe_url(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
 
 
-def _safe(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL with its password hidden, for error messages."""
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
