@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.contenders import Results, run_all, run_sweep
+from benchmarks.measure import keep_caches
 from benchmarks.plot import plot_sweep
 
 SWEEP_SCALES = (0.1, 0.25, 0.5, 1.0)
@@ -31,9 +32,13 @@ def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (
                                     "and plot them."),
          workdir: Path = typer.Option(Path("/tmp/lakegc-bench"), "--dir", help="Where the lakes are built "
                                       "(emptied first)."),
-         out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go.")
+         out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go."),
+         warm: bool = typer.Option(False, "--warm", help="Keep the caches between contenders (quick checks; "
+                                   "the figures then flatter every contender).")
          ) -> None:
     console = Console(stderr=True)
+    if warm:
+        keep_caches()
     shutil.rmtree(workdir, ignore_errors=True)
     results = run_all(scale, workdir / "s1", console)
     if as_json:
@@ -52,7 +57,8 @@ def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (
 
 
 def _table(r: Results) -> Table:
-    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale) on this machine")
+    cache = "cold caches" if r.cold else "caches kept (--warm, or not root)"
+    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale) on this machine, each run from {cache}")
     for column in ("run", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB", "deleted"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for name, m, deleted in r.rows():

@@ -31,6 +31,7 @@ class Results:
     clean: Measured
     incremental: Measured
     incremental_deleted: int
+    cold: bool  # every contender started with dropped caches (else: with dirty pages written out)
 
     def rows(self) -> list[tuple[str, Measured, int]]:
         return [("floor (bare I/O)", self.floor, self.stale), ("delta-rs vacuum", self.deltars, self.stale),
@@ -44,7 +45,7 @@ class Results:
                 "incremental_s": self.incremental.seconds,
                 "ratio_incremental": round(self.incremental.seconds / self.clean.seconds, 3),
                 "driver_rss_mb": self.clean.rss_mb, "jvm_rss_mb": self.clean.jvm_rss_mb,
-                "incremental_deleted": self.incremental_deleted}
+                "incremental_deleted": self.incremental_deleted, "cache": "cold" if self.cold else "synced"}
 
 
 def run_all(scale: float, root: Path, console: Console) -> Results:
@@ -61,7 +62,8 @@ def run_all(scale: float, root: Path, console: Console) -> Results:
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
     incremental = _lakegc(files, [], garbage.num_rows, console, mode="incremental")
     _check(files, pa.concat_tables([objects, change]), pa.concat_tables([stale, garbage]))
-    return Results(scale, objects.num_rows, stale.num_rows, floor, deltars, clean, incremental, garbage.num_rows)
+    return Results(scale, objects.num_rows, stale.num_rows, floor, deltars, clean, incremental, garbage.num_rows,
+                   all(m.cold for m in (floor, deltars, clean, incremental)))
 
 
 def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Results) -> list[dict]:

@@ -1,5 +1,12 @@
 """Run one contender as its own process and measure it: wall seconds and peak resident memory.
 
+Every contender starts from the same cache state: the lake cold, the programs warm. Dirty pages
+are written out and, where the kernel lets us (root), the page, dentry and inode caches dropped;
+then the programs' own files (this environment: Python, pyspark's jars, delta-rs; the Java runtime)
+are read back in, as on a machine that runs them daily. Without that the order decides the
+ratios: a contender right after a restore waits on its writeback, one after another contender
+finds the namespace's inodes cached (and this machine reclaims cache on its own meanwhile).
+
 Peak RSS is each process's own high-water mark (`VmHWM` in /proc), sampled until it exits, for the
 process itself (for lakegc: the Python driver) and, separately, its JVM child (Spark's driver JVM,
 which in local mode also runs the executors' threads). Spark's Python workers are not counted.
@@ -7,7 +14,10 @@ which in local mode also runs the executors' threads). Spark's Python workers ar
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -20,10 +30,53 @@ class Measured:
     rss_mb: float  # the process itself
     jvm_rss_mb: float  # its Java child, if any
     stdout: str
+    cold: bool  # started with dropped caches
+
+
+_drop_caches = True
+
+
+def keep_caches() -> None:
+    """For quick runs (the smoke test): start contenders with whatever is cached. Dropping caches
+    also slows everything else the machine is running."""
+    global _drop_caches
+    _drop_caches = False
+
+
+def cold_start() -> bool:
+    """Write dirty pages out, drop the caches and warm the programs back up; False when told to
+    keep the caches or when dropping is not allowed here."""
+    os.sync()
+    if not _drop_caches:
+        return False
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    for folder in _program_folders():
+        for root, _, names in os.walk(folder):
+            for name in names:
+                try:
+                    with open(os.path.join(root, name), "rb") as f:
+                        while f.read(1 << 20):
+                            pass
+                except OSError:
+                    pass
+    return True
+
+
+def _program_folders() -> list[Path]:
+    """This environment (the interpreter, its packages, pyspark's jars) and the Java runtime."""
+    folders = [Path(sys.prefix), Path(sys.base_prefix)]
+    java = shutil.which("java")
+    if java:
+        folders.append(Path(os.path.realpath(java)).parents[1])
+    return folders
 
 
 def run(cmd: list[str], env: dict[str, str]) -> Measured:
-    """Run `cmd` to the end; a non-zero exit raises with its stderr's last lines."""
+    """Run `cmd` to the end, from a cold start; a non-zero exit raises with its stderr's last lines."""
+    cold = cold_start()
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     peaks = {"self": 0, "jvm": 0}
@@ -46,7 +99,7 @@ def run(cmd: list[str], env: dict[str, str]) -> Measured:
     if proc.returncode:
         tail = "\n".join(err.strip().splitlines()[-5:])
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {proc.returncode}: {tail}")
-    return Measured(round(seconds, 2), round(peaks["self"] / 1024, 1), round(peaks["jvm"] / 1024, 1), out)
+    return Measured(round(seconds, 2), round(peaks["self"] / 1024, 1), round(peaks["jvm"] / 1024, 1), out, cold)
 
 
 def _hwm_kb(pid: int) -> int:

@@ -26,7 +26,7 @@ def test_s1_is_lakefs_design_target_at_one_twentieth():
 
 
 def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--scale", "0.002", "--json", "--dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--scale", "0.002", "--json", "--warm", "--dir", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
