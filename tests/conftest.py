@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
@@ -29,6 +31,7 @@ import lakegc.metastore as metastore
 from lakegc.cli.main import app
 from lakegc.repo.repository import Lake
 from pgserver import PgServer, find_binaries
+from s3server import FaultProxy, Faults, MotoServer, aws_env
 
 # Run on SQLite and on PostgreSQL: whole modules, or "module.py::name" for the tests of a module named
 # so or using a fixture so named. Every such test whose fixtures need `backend` (through `env`,
@@ -272,3 +275,50 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
     return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
                                              hashlib.sha256(p.read_bytes()).hexdigest())
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# -- an S3-API server on loopback (moto) behind a fault-injecting proxy ---------------------------
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultProxy]:
+    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log")
+    proxy = FaultProxy(server.port)
+    yield proxy
+    proxy.stop()
+    server.stop()
+
+
+@dataclass
+class Bucket:
+    name: str
+    client: Any  # a plain boto3 client, straight to the server: the test's own eyes
+    faults: Faults
+    endpoint: str
+
+    @property
+    def ns(self) -> str:
+        return f"s3://{self.name}/lake"
+
+    def keys(self, prefix: str = "") -> set[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)
+        return {o["Key"] for page in pages for o in page.get("Contents", ())}
+
+    def put(self, key: str, body: bytes = b"x") -> None:
+        self.client.put_object(Bucket=self.name, Key=key, Body=body)
+
+    def key_of(self, physical_address: str) -> str:
+        """A lake object's key relative to the namespace."""
+        return physical_address.removeprefix(self.ns + "/")
+
+
+@pytest.fixture
+def bucket(s3: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Bucket:
+    """A fresh bucket, and this process's AWS variables pointing at the proxy."""
+    s3.faults.reset()
+    for key, value in aws_env(s3.endpoint).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")  # failures that never heal should fail in seconds
+    name = f"b-{uuid.uuid4().hex[:16]}"
+    client = boto3.client("s3", endpoint_url=s3.upstream,
+                          region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=name)
+    return Bucket(name, client, s3.faults, s3.endpoint)

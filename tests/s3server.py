@@ -75,11 +75,13 @@ class Faults:
     delete_requests: int = 0
     delete_errors: int = 0
     multipart_uploads: int = 0
+    # key suffix -> LastModified the listings report (S3 sets it on write; tests of age cutoffs need old objects)
+    backdate: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
         with self.lock:
-            self.slowdown_every, self.fail_delete, self.fail_delete_batches = 0, {}, 0
+            self.slowdown_every, self.fail_delete, self.fail_delete_batches, self.backdate = 0, {}, 0, {}
 
 
 class FaultProxy:
@@ -155,7 +157,20 @@ class FaultProxy:
                              f"<Message>injected failure</Message></Error>" for k in failed)
             data = data.replace(b"</DeleteResult>", errors.encode() + b"</DeleteResult>")
             out = {k: v for k, v in out.items() if k.lower() not in ("content-md5", "etag")}
+        if h.command == "GET" and "list-type=2" in h.path and f.backdate:
+            data = self._backdated(data)
         _answer(h, status, b"" if h.command == "HEAD" else data, out, length=head_length)
+
+    def _backdated(self, listing: bytes) -> bytes:
+        """A ListObjectsV2 answer with the chosen keys' LastModified replaced."""
+        def rewrite(m: re.Match[bytes]) -> bytes:
+            key = m.group(1).decode()
+            for suffix, when in self.faults.backdate.items():
+                if key.endswith(suffix):
+                    return m.group(0).replace(m.group(2), when.encode())
+            return m.group(0)
+
+        return re.sub(rb"<Key>(.*?)</Key>.*?<LastModified>(.*?)</LastModified>", rewrite, listing, flags=re.S)
 
     def _drop_failing_keys(self, body: bytes) -> tuple[bytes, list[str]]:
         """Take the keys chosen to fail out of a DeleteObjects request (so they stay), and name them."""

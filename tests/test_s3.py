@@ -12,73 +12,24 @@ import hashlib
 import io
 import json
 import pickle
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import CliResult, one_error
+from conftest import Bucket, CliResult, one_error
 from lakegc.errors import ObjectNotFound, PathEscapesNamespace
 from lakegc.gc.sweep import RETRIES
 from lakegc.storage import S3Settings, S3Storage, open_storage
 from lakegc.timeutil import utcnow
 from loopback import free_port
-from s3server import FaultProxy, Faults, MotoServer, aws_env
 
 Cli = Callable[..., CliResult]
 REPO = "lakegc://repo"
 RULES = {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 21}]}
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultProxy]:
-    server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log")
-    proxy = FaultProxy(server.port)
-    yield proxy
-    proxy.stop()
-    server.stop()
-
-
-@dataclass
-class Bucket:
-    name: str
-    client: Any  # a plain boto3 client, straight to the server: the test's own eyes
-    faults: Faults
-    endpoint: str
-
-    @property
-    def ns(self) -> str:
-        return f"s3://{self.name}/lake"
-
-    def keys(self, prefix: str = "") -> set[str]:
-        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)
-        return {o["Key"] for page in pages for o in page.get("Contents", ())}
-
-    def put(self, key: str, body: bytes = b"x") -> None:
-        self.client.put_object(Bucket=self.name, Key=key, Body=body)
-
-    def key_of(self, physical_address: str) -> str:
-        """A lake object's key relative to the namespace."""
-        return physical_address.removeprefix(self.ns + "/")
-
-
-@pytest.fixture
-def bucket(s3: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Bucket:
-    """A fresh bucket, and this process's AWS variables pointing at the proxy."""
-    s3.faults.reset()
-    for key, value in aws_env(s3.endpoint).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")  # failures that never heal should fail in seconds
-    name = f"b-{uuid.uuid4().hex[:16]}"
-    client = boto3.client("s3", endpoint_url=s3.upstream,
-                          region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=name)
-    return Bucket(name, client, s3.faults, s3.endpoint)
 
 
 # -- the storage contract --------------------------------------------------------------------------
