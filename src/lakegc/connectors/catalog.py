@@ -1,0 +1,226 @@
+"""IOx-style catalog GC (seed 003, CLI.md `catalog gc`): a SQL table `parquet_file` naming the
+Parquet files of an object store, with a soft delete (`to_delete`, epoch nanoseconds).
+
+Two cutoffs, because two different readers must stay safe:
+- a row soft-deleted before now - parquetfile cutoff is hard-deleted: by then every querier has
+  refreshed the cache that could still name its file;
+- an object modified before now - objectstore cutoff is deleted when no row names it (a
+  soft-deleted row still does, until it is hard-deleted): younger objects may be named by a
+  backup or by a write still in flight.
+
+An object's file name decides how it is judged (`classify`): not `*.parquet` is unexpected, a stem
+that is no UUID is invalid, both deleted once old; a UUID is looked up in the catalog, in batches,
+on the executors. Rows that this run hard-deletes do not protect their objects, so one run leaves
+the store as it should be. The catalog is read before anything changes: any catalog error fails
+the run with nothing deleted, and a dry run changes no row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from lakegc.connectors.listing import location_folders, open_location
+from lakegc.connectors.runs import (ConnectorRun, count_candidates, default_runs_location, delete_recorded, recorded,
+                                   start_run)
+from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.gc.ages import listing_tally
+from lakegc.gc.arrowio import read_parquet, write_parquet
+from lakegc.gc.job import PhaseTimer
+from lakegc.gc.listing import list_folders
+from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
+from lakegc.gc.report import duration_text
+from lakegc.gc.runs import RunState
+from lakegc.gc.sweep import delete_objects
+from lakegc.metastore import safe_url, sql_url
+from lakegc.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MIN_CUTOFF = timedelta(hours=3)
+DEFAULT_CUTOFF = timedelta(days=14)
+UNEXPECTED, INVALID, UNREFERENCED = "unexpected", "invalid", "unreferenced"
+PARQUET_FILE = sa.table("parquet_file", sa.column("object_store_id", sa.Text), sa.column("to_delete", sa.BigInteger))
+_LOOKUP_BATCH = 500  # ids per catalog query
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+Phase = Callable[..., None]
+
+
+class CatalogError(LakegcError):
+    """The catalog could not be read or written; nothing was deleted because of it."""
+
+
+@dataclass(frozen=True)
+class CatalogGcOptions:
+    objectstore_cutoff: timedelta = DEFAULT_CUTOFF
+    parquetfile_cutoff: timedelta = DEFAULT_CUTOFF
+    dry_run: bool = False
+    runs_location: str | None = None
+    master: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def check_cutoffs(objectstore_cutoff: timedelta, parquetfile_cutoff: timedelta) -> None:
+    """Shorter cutoffs would race the queriers' caches and writes in flight."""
+    for name, value in (("--objectstore-cutoff", objectstore_cutoff), ("--parquetfile-cutoff", parquetfile_cutoff)):
+        if value < MIN_CUTOFF:
+            raise InvalidArgument(f"{name} {duration_text(value.total_seconds())} is under the minimum of 3h: "
+                                  "queriers and writes in flight may still need those files")
+
+
+def classify(name: str) -> tuple[str | None, tuple[str, ...]]:
+    """How a file name is judged: (reason, ()) for files that are garbage once old (`unexpected`:
+    not Parquet, `invalid`: no UUID stem), or (None, ids) with the catalog ids that would name it
+    (the stem as written and in canonical form, so either spelling in the catalog protects it)."""
+    if not name.endswith(".parquet"):
+        return UNEXPECTED, ()
+    stem = name[: -len(".parquet")]
+    try:
+        canonical = str(uuid.UUID(stem))
+    except ValueError:
+        return INVALID, ()
+    return None, tuple(sorted({stem, canonical}))
+
+
+def epoch_ns(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+class ParquetFileCatalog:
+    """The catalog's `parquet_file` table: the few statements GC runs against it."""
+
+    def __init__(self, url: str):
+        self.url, self.shown = url, safe_url(url)
+        try:
+            parsed = sql_url(url)
+            if parsed.get_backend_name() == "sqlite" and not (parsed.database and Path(parsed.database).is_file()):
+                raise CatalogError(f"catalog {self.shown}: no such database file")
+            self.engine = sa.create_engine(parsed, poolclass=sa.pool.NullPool)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
+            raise CatalogError(f"invalid catalog URL {self.shown!r}: {exc}") from None
+
+    def _fail(self, exc: sa.exc.SQLAlchemyError) -> CatalogError:
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        return CatalogError(f"catalog {self.shown}: {detail}")
+
+    def check(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                if not sa.inspect(conn).has_table("parquet_file"):
+                    raise CatalogError(f"catalog {self.shown} has no parquet_file table")
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._fail(exc) from None
+
+    def naming(self, ids: set[str], keep_from_ns: int) -> set[str]:
+        """The ids a row names that this run keeps: not soft-deleted, or soft-deleted at or after
+        `keep_from_ns`."""
+        found: set[str] = set()
+        ordered = sorted(ids)
+        col = PARQUET_FILE.c
+        try:
+            with self.engine.connect() as conn:
+                for i in range(0, len(ordered), _LOOKUP_BATCH):
+                    batch = ordered[i:i + _LOOKUP_BATCH]
+                    found.update(conn.execute(sa.select(col.object_store_id).where(
+                        col.object_store_id.in_(batch),
+                        sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns))).scalars())
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._fail(exc) from None
+        return found
+
+    def count_expired(self, keep_from_ns: int) -> int:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(sa.select(sa.func.count()).select_from(PARQUET_FILE)
+                                    .where(PARQUET_FILE.c.to_delete < keep_from_ns)).scalar_one()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._fail(exc) from None
+
+    def hard_delete(self, keep_from_ns: int) -> int:
+        """Delete the rows soft-deleted before `keep_from_ns`, in one transaction."""
+        try:
+            with self.engine.begin() as conn:
+                return conn.execute(PARQUET_FILE.delete().where(PARQUET_FILE.c.to_delete < keep_from_ns)).rowcount
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._fail(exc) from None
+
+
+def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phase: Phase = lambda *_: None,
+                   spark: "SparkSession | None" = None) -> ConnectorRun:
+    """Mark (list the store, judge each old object) and, unless a dry run, sweep (re-judge the
+    candidates, hard-delete the expired rows, delete the objects)."""
+    check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
+    catalog = ParquetFileCatalog(catalog_url)
+    catalog.check()
+    storage = open_location(store, "store")
+    now = utcnow()
+    object_cutoff = now - options.objectstore_cutoff
+    keep_from_ns = epoch_ns(now - options.parquetfile_cutoff)
+    settings = {
+        "catalog": catalog.shown,
+        "objectstore cutoff": f"{duration_text(options.objectstore_cutoff.total_seconds())} "
+                              f"(objects modified before {object_cutoff.isoformat()[:19]})",
+        "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
+                              f"(rows soft-deleted before {(now - options.parquetfile_cutoff).isoformat()[:19]})",
+    }
+    run, folder = start_run("catalog", storage.uri, options.dry_run, now, object_cutoff, settings,
+                            options.runs_location or default_runs_location())
+    timed = PhaseTimer(run, phase)
+    with recorded(run, folder):
+        if spark is None:
+            from lakegc.gc.spark import spark_session
+
+            spark = spark_session(options.master, options.conf)
+        timed("listing the store", storage.uri)
+        listing = list_folders(spark, storage, location_folders(storage), object_cutoff).persist()
+        old, _, run.object_ages = listing_tally(listing, now)
+        run.num_listed = sum(bucket["count"] for bucket in run.object_ages)
+        timed("looking up the catalog", f"{old} objects older than the objectstore cutoff")
+        old_objects = listing.where(~listing.young).select("address", "size", "mtime")
+        write_parquet(judged(old_objects, catalog_url, keep_from_ns), folder.storage, folder.key("candidates"))
+        listing.unpersist()
+        run.details["catalog rows past the parquetfile cutoff"] = catalog.count_expired(keep_from_ns)
+        count_candidates(run, spark, folder)
+        timed.stop()
+        run.transition(RunState.MARKED)
+        folder.write_summary(run)
+        if options.dry_run:
+            return run
+
+        run.transition(RunState.SWEEPING)
+        timed("re-checking the candidates", f"{run.num_candidates} candidates")
+        candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+        write_parquet(judged(candidates.select("address", "size", "mtime"), catalog_url, keep_from_ns),
+                      folder.storage, folder.key("to_delete"))
+        timed("hard-deleting catalog rows")
+        run.details["catalog rows deleted"] = catalog.hard_delete(keep_from_ns)
+        timed("deleting objects")
+        delete_recorded(run, spark, folder, lambda to_delete: delete_objects(spark, storage, to_delete))
+        timed.stop()
+        run.transition(RunState.SWEPT)
+        folder.write_summary(run)
+    return run
+
+
+def judged(objects: "DataFrame", catalog_url: str, keep_from_ns: int) -> "DataFrame":
+    """The objects (address, size, mtime) that are garbage, with their reason: judged by name, and
+    by the catalog for UUID names (each executor task opens its own connection)."""
+    def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        catalog = ParquetFileCatalog(catalog_url)
+        for batch in batches:
+            verdicts = [classify(address.rsplit("/", 1)[-1]) for address in batch.column("address").to_pylist()]
+            named = catalog.naming({i for _, ids in verdicts for i in ids}, keep_from_ns)
+            reasons = [reason or (None if named.intersection(ids) else UNREFERENCED) for reason, ids in verdicts]
+            rows = pa.RecordBatch.from_arrays([*batch.columns, pa.array(reasons, pa.string())],
+                                              names=["address", "size", "mtime", "reason"])
+            yield rows.filter(pa.array([reason is not None for reason in reasons]))
+        catalog.engine.dispose()
+
+    return objects.mapInArrow(judge, CANDIDATES_DDL)
