@@ -76,7 +76,7 @@ def _root(
 
 
 def _register() -> None:
-    from lakegc.cli import db, demo, fs, gc, history, refs
+    from lakegc.cli import connectors, db, demo, fs, gc, history, refs
 
     app.add_typer(db.app, name="db")
     app.add_typer(refs.repo_app, name="repo")
@@ -84,6 +84,8 @@ def _register() -> None:
     app.add_typer(refs.tag_app, name="tag")
     app.add_typer(fs.app, name="fs")
     app.add_typer(gc.app, name="gc")
+    app.add_typer(connectors.catalog_app, name="catalog")
+    app.add_typer(connectors.iceberg_app, name="iceberg")
     history.register(app)
     app.command("demo")(demo.demo)
 

@@ -1,0 +1,419 @@
+"""Iceberg table GC (seed 004's Nessie GC job, for plain Iceberg catalogs; CLI.md `iceberg gc`):
+expire snapshots, then delete the files under each table's location that nothing references.
+
+Safety rests on four rules:
+- What is reachable is decided across the whole catalog, not per table: every file any table
+  still references (a retained snapshot of a table being collected, any snapshot of the others)
+  is kept. Tables whose locations share or nest are therefore collected together, and a table that
+  references another's files (add_files, snapshot and migrate procedures) protects them: Nessie's
+  data-loss bug #12363 (one table's sweep deleting a sibling's files) cannot happen here. A table
+  of the catalog that cannot be loaded, or a table with `gc.enabled=false` at a location that
+  overlaps one being collected, refuses the run.
+- Only files under a collected table's location are ever deleted, compared after normalising
+  scheme and authority (`paths`); a file that a reference names with another scheme or authority
+  is a prefix mismatch, an error unless told otherwise.
+- Files younger than --orphan-min-age are never candidates (writes in flight, commits that failed
+  and may be retried), and neither are hidden paths (`_`/`.`, except partition folders).
+- Before deleting, the catalog is read again: if any table changed since the mark, what it now
+  references is subtracted from the candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pyarrow as pa
+
+from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
+from lakegc.connectors.iceberg.paths import Location, PrefixMismatch, hidden, parse_location, within
+from lakegc.connectors.iceberg.reachable import TableFiles, reachable_files
+from lakegc.connectors.listing import location_folders
+from lakegc.connectors.runs import (ConnectorRun, RunFolder, count_candidates, default_runs_location,
+                                   delete_recorded, recorded, start_run)
+from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.gc.ages import listing_tally
+from lakegc.gc.arrowio import read_parquet, write_parquet
+from lakegc.gc.job import PhaseTimer
+from lakegc.gc.listing import LISTING_DDL, list_folders
+from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
+from lakegc.gc.report import duration_text
+from lakegc.gc.runs import RunState
+from lakegc.gc.sweep import RESULT_DDL, delete_objects
+from lakegc.storage import LocalStorage, Storage, open_storage
+from lakegc.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyspark.sql import DataFrame, SparkSession
+
+ORPHAN, MISMATCH = "orphan", "prefix mismatch"
+LOCATED_DDL = "uri string, key string, path string, scheme string, authority string, size long, mtime timestamp"
+_COMMIT_ATTEMPTS = 3
+Phase = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class IcebergGcOptions:
+    older_than: timedelta = timedelta(days=5)
+    retain_last: int = 1
+    orphan_min_age: timedelta = timedelta(days=3)
+    prefix_mismatch: PrefixMismatch = PrefixMismatch.ERROR
+    dry_run: bool = False
+    runs_location: str | None = None
+    master: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Loaded:
+    """A table of the catalog as this run saw it."""
+
+    name: str
+    table: "Table"
+    target: bool  # named on the command line: expired and collected; otherwise it only protects
+    expire: set[int] = field(default_factory=set)  # planned, not yet committed
+
+    @property
+    def location(self) -> Location:
+        return parse_location(self.table.location())
+
+    def files(self) -> TableFiles:
+        md = self.table.metadata
+        retained = frozenset(s.snapshot_id for s in md.snapshots if s.snapshot_id not in self.expire)
+        return TableFiles(dict(self.table.io.properties), self.table.location(), md, self.table.metadata_location,
+                          retained)
+
+
+def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGcOptions,
+                   phase: Phase = lambda *_: None, spark: "SparkSession | None" = None) -> ConnectorRun:
+    """Expire snapshots of the named tables, then delete their orphan files (see the module).
+    Everything that can be wrong with the input fails before anything changes."""
+    if options.retain_last < 1:
+        raise InvalidArgument("--retain-last must be at least 1: a table keeps its current snapshot")
+    if not table_names:
+        raise InvalidArgument("name at least one table")
+    catalog = load_catalog(catalog_name)
+    now = utcnow()
+    now_ms = int(now.timestamp() * 1000)
+    tables = load_tables(catalog, catalog_name, table_names)
+    check_collectable(tables)
+    for t in tables:
+        if t.target:
+            t.expire = plan_expiry(t.table, now_ms, options)
+    cutoff = now - options.orphan_min_age
+    settings = {"catalog": catalog_name, "older than": duration_text(options.older_than.total_seconds()),
+                "retain last": options.retain_last,
+                "orphan min-age": f"{duration_text(options.orphan_min_age.total_seconds())} "
+                                  f"(files modified before {cutoff.isoformat()[:19]})",
+                "prefix mismatch": str(options.prefix_mismatch)}
+    run, folder = start_run("iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now, cutoff,
+                            settings, options.runs_location or default_runs_location())
+    timed = PhaseTimer(run, phase)
+    with recorded(run, folder):
+        if spark is None:
+            from lakegc.gc.spark import spark_session
+
+            spark = spark_session(options.master, options.conf)
+        _expire(run, tables, now_ms, options, timed)
+        roots = listing_roots(tables)
+        _mark(run, spark, folder, tables, roots, options, timed)
+        if options.dry_run:
+            return run
+        run.transition(RunState.SWEEPING)
+        _sweep(run, spark, folder, catalog, catalog_name, tables, roots, timed)
+        run.transition(RunState.SWEPT)
+        folder.write_summary(run)
+    return run
+
+
+def _expire(run: ConnectorRun, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer) -> None:
+    """Commit the planned expiry of each collected table (a dry run only reports it)."""
+    timed("expiring snapshots", f"{sum(len(t.expire) for t in tables)} snapshots older than "
+                                f"{duration_text(options.older_than.total_seconds())}")
+    docs = []
+    for t in tables:
+        if not t.target:
+            continue
+        planned = len(t.expire)
+        if not options.dry_run and t.expire:
+            before = {s.snapshot_id for s in t.table.metadata.snapshots}
+            t.table = commit_expiry(t.table, now_ms, options)
+            t.expire = set()
+            planned = len(before - {s.snapshot_id for s in t.table.metadata.snapshots})
+        docs.append({"table": t.name, "location": t.table.location(), "snapshots expired": planned,
+                     "snapshots kept": len(t.table.metadata.snapshots) - len(t.expire)})
+    run.details["snapshots expired" if not options.dry_run else "snapshots to expire"] = sum(
+        d["snapshots expired"] for d in docs)
+    run.details["tables"] = docs
+    run.details["tables protecting their files"] = sum(not t.target for t in tables)
+
+
+def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: list[Loaded], roots: list["Root"],
+          options: IcebergGcOptions, timed: PhaseTimer) -> None:
+    """List the collected locations, subtract what any table references, write candidates/."""
+    from pyspark.sql import functions as F
+
+    cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
+    timed("listing table locations", ", ".join(r.uri for r in roots))
+    fields = frozenset(f.name for t in tables for spec in t.table.metadata.partition_specs for f in spec.fields)
+    listing = _list(spark, roots, cutoff, fields).persist()
+    old, _, run.object_ages = listing_tally(listing, now)
+    run.num_listed = sum(b["count"] for b in run.object_ages)
+    timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
+    located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
+    unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch)
+    write_parquet(unreferenced.withColumnRenamed("uri", "address"), folder.storage, folder.key("candidates"))
+    listing.unpersist()
+    count_candidates(run, spark, folder)
+    timed.stop()
+    if options.prefix_mismatch is PrefixMismatch.ERROR and run.candidates_by_reason.get(MISMATCH):
+        sample = (read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+                  .where(F.col("reason") == MISMATCH).select("address").limit(3).collect())
+        raise LakegcError(f"prefix mismatch: {run.candidates_by_reason[MISMATCH]} file(s) such as "
+                          f"{sample[0]['address']} are referenced under another scheme or authority; nothing was "
+                          "deleted (choose --prefix-mismatch ignore or delete)")
+    run.transition(RunState.MARKED)
+    folder.write_summary(run)
+
+
+def _sweep(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, catalog: "Catalog", catalog_name: str,
+           tables: list[Loaded], roots: list["Root"], timed: PhaseTimer) -> None:
+    """Re-read the catalog, keep what a table changed since the mark now references, delete the rest."""
+    timed("re-reading the catalog", "tables changed since the mark keep what they reference now")
+    candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+    changed = changed_since(catalog, catalog_name, tables)
+    if changed:
+        run.details["tables changed during the run"] = ", ".join(sorted(t.name for t in changed))
+        now_referenced = reachable_files(spark, [t.files() for t in changed]).select("path")
+        candidates = (candidates.mapInArrow(_with_path, CANDIDATES_DDL + ", path string")
+                      .join(now_referenced, "path", "left_anti").drop("path"))
+    write_parquet(candidates, folder.storage, folder.key("to_delete"))
+    timed("deleting orphan files")
+    delete_recorded(run, spark, folder, lambda to_delete: _delete(spark, roots, to_delete))
+    timed.stop()
+
+
+# -- the catalog -----------------------------------------------------------------------------------
+def load_catalog(name: str) -> "Catalog":
+    """The catalog as pyiceberg's own configuration names it (~/.pyiceberg.yaml, PYICEBERG_* env)."""
+    from pyiceberg.catalog import load_catalog as pyiceberg_load
+    from pyiceberg.utils.config import Config
+
+    properties = Config().get_catalog_config(name)  # read now: pyiceberg's own copy is read once, at import
+    if not properties:
+        raise LakegcError(f"no iceberg catalog {name!r} in pyiceberg's configuration (.pyiceberg.yaml in "
+                          f"$PYICEBERG_HOME or ~, or PYICEBERG_CATALOG__{name.upper()}__* variables)")
+    try:
+        return pyiceberg_load(name, **properties)
+    except Exception as exc:  # pyiceberg raises plain ValueErrors, import and connection errors alike
+        raise LakegcError(f"iceberg catalog {name!r}: {_first_line(exc)}") from None
+
+
+def all_table_names(catalog: "Catalog") -> list[str]:
+    """Every table of every namespace (nested ones too)."""
+    names: list[str] = []
+    pending: list[tuple[str, ...]] = list(catalog.list_namespaces())
+    while pending:
+        namespace = pending.pop()
+        names += [".".join(identifier) for identifier in catalog.list_tables(namespace)]
+        pending += [child for child in catalog.list_namespaces(namespace) if child != namespace]
+    return sorted(set(names))
+
+
+def load_tables(catalog: "Catalog", catalog_name: str, targets: list[str]) -> list[Loaded]:
+    """The named tables, then every other table of the catalog (they protect what they reference)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    wanted = list(dict.fromkeys(targets))
+    loaded = []
+    for name in wanted:
+        try:
+            loaded.append(Loaded(name, catalog.load_table(name), True))
+        except NoSuchTableError:
+            raise LakegcError(f"table {name!r} not found in iceberg catalog {catalog_name!r}") from None
+        except Exception as exc:
+            raise LakegcError(f"table {name!r} of iceberg catalog {catalog_name!r}: {_first_line(exc)}") from None
+    try:
+        others = [n for n in all_table_names(catalog) if n not in wanted]
+    except Exception as exc:
+        raise LakegcError(f"iceberg catalog {catalog_name!r}: cannot list its tables: {_first_line(exc)}") from None
+    for name in others:
+        try:
+            loaded.append(Loaded(name, catalog.load_table(name), False))
+        except Exception as exc:
+            raise LakegcError(f"table {name!r} of iceberg catalog {catalog_name!r} cannot be loaded, so what it "
+                              f"references is unknown; nothing was collected: {_first_line(exc)}") from None
+    return loaded
+
+
+def gc_enabled(table: "Table") -> bool:
+    from pyiceberg.utils.properties import property_as_bool
+
+    return property_as_bool(table.metadata.properties, "gc.enabled", True)
+
+
+def check_collectable(tables: list[Loaded]) -> None:
+    """Refuse tables that say their files are not theirs to delete, and tables sharing a location
+    with one that says so."""
+    for t in tables:
+        if t.target and not gc_enabled(t.table):
+            raise LakegcError(f"table {t.name!r} has gc.enabled=false: its files may belong to other tables")
+    for t in tables:
+        if not t.target and not gc_enabled(t.table):
+            for target in tables:
+                if target.target and (within(t.location, target.location) or within(target.location, t.location)):
+                    raise LakegcError(f"table {target.name!r} shares its location with {t.name!r}, which has "
+                                      "gc.enabled=false")
+
+
+def changed_since(catalog: "Catalog", catalog_name: str, tables: list[Loaded]) -> list[Loaded]:
+    """Tables whose metadata moved since they were loaded, and tables created since, as they are now."""
+    seen = {t.name: t.table.metadata_location for t in tables}
+    now = load_tables(catalog, catalog_name, [])
+    return [t for t in now if seen.get(t.name) != t.table.metadata_location]
+
+
+# -- expiry ----------------------------------------------------------------------------------------
+def plan_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> set[int]:
+    from pyiceberg.table.refs import SnapshotRefType
+
+    md = table.metadata
+    snaps = [Snap(s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in md.snapshots]
+    refs = [Ref(name, r.snapshot_id, r.snapshot_ref_type == SnapshotRefType.BRANCH, r.min_snapshots_to_keep,
+                r.max_snapshot_age_ms) for name, r in md.refs.items()]
+    return expired_snapshots(snaps, refs, now_ms, int(options.older_than.total_seconds() * 1000), options.retain_last)
+
+
+def commit_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> "Table":
+    """Remove the planned snapshots in one commit that asserts every ref still points where the
+    plan saw it: a ref moved or removed meanwhile fails the commit, and the plan is made again
+    from the table as it then is."""
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+
+    for attempt in range(_COMMIT_ATTEMPTS):
+        expire = plan_expiry(table, now_ms, options)
+        if not expire:
+            return table
+        requirements = (AssertTableUUID(uuid=table.metadata.table_uuid),
+                        *(AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id)
+                          for name, ref in table.metadata.refs.items()))
+        try:
+            table.catalog.commit_table(table, requirements, (RemoveSnapshotsUpdate(snapshot_ids=sorted(expire)),))
+            return table.catalog.load_table(table.name())
+        except CommitFailedException:
+            if attempt == _COMMIT_ATTEMPTS - 1:
+                raise LakegcError(f"table {'.'.join(table.name())}: expiring snapshots kept losing to concurrent "
+                                  "commits; nothing was deleted") from None
+            table = table.catalog.load_table(table.name())
+    return table
+
+
+# -- orphans ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Root:
+    """A collected table location: listed, and the only place files are deleted from."""
+
+    uri: str
+    location: Location
+    storage: Storage
+
+
+def listing_roots(tables: list[Loaded]) -> list[Root]:
+    """The collected tables' locations, each listed once (a location inside another is covered by it)."""
+    targets = sorted({t.table.location().rstrip("/") for t in tables if t.target}, key=len)
+    roots: list[Root] = []
+    for uri in targets:
+        location = parse_location(uri)
+        if any(within(location, r.location) for r in roots):
+            continue
+        roots.append(Root(uri, location, open_storage(uri)))
+    return roots
+
+
+def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: frozenset[str]) -> "DataFrame":
+    """The files under the roots (LISTING_DDL, `slice` = the root's index), hidden paths left out."""
+    frames = []
+    for index, root in enumerate(roots):
+        if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
+            continue  # a table that never wrote a file
+        frames.append(list_folders(spark, root.storage, location_folders(root.storage, str(index)), cutoff))
+    if not frames:
+        return spark.createDataFrame([], LISTING_DDL)
+    listing = frames[0]
+    for frame in frames[1:]:
+        listing = listing.unionByName(frame)
+
+    def visible(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield batch.filter(pa.array([not hidden(k, fields) for k in batch.column("address").to_pylist()]))
+
+    return listing.mapInArrow(visible, LISTING_DDL)
+
+
+def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Listing rows -> LOCATED_DDL: the full URI of each file and its normalised parts."""
+    bases = [r.storage.full_uri("x")[:-1] for r in roots]
+
+    def locate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            uris = [bases[int(i)] + key for key, i in zip(batch.column("address").to_pylist(),
+                                                         batch.column("slice").to_pylist())]
+            parsed = [parse_location(u) for u in uris]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(uris), batch.column("address"), pa.array([p.path for p in parsed]),
+                 pa.array([p.scheme for p in parsed]), pa.array([p.authority for p in parsed]),
+                 batch.column("size"), batch.column("mtime")],
+                names=["uri", "key", "path", "scheme", "authority", "size", "mtime"])
+
+    return locate
+
+
+def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch) -> "DataFrame":
+    """The located files nothing references (uri, size, mtime, reason): `orphan`, or `prefix
+    mismatch` when a reference names the same path under another scheme or authority (left out
+    with IGNORE; the caller refuses to go on with ERROR)."""
+    from pyspark.sql import functions as F
+
+    refs = reachable.select("path", F.col("scheme").alias("r_scheme"), F.col("authority").alias("r_authority"))
+    same = (((F.col("r_scheme") == "") | (F.col("r_scheme") == F.col("scheme")))
+            & ((F.col("r_authority") == "") | (F.col("r_authority") == F.col("authority"))))
+    per_file = (located.join(refs, "path", "left")
+                .groupBy("uri", "size", "mtime")
+                .agg(F.max(F.coalesce(same, F.lit(False))).alias("referenced"),
+                     F.max(F.col("r_scheme").isNotNull()).alias("path_named")))
+    unreferenced = per_file.where(~F.col("referenced"))
+    if mode is PrefixMismatch.IGNORE:
+        unreferenced = unreferenced.where(~F.col("path_named"))
+    return unreferenced.select("uri", "size", "mtime",
+                               F.when(F.col("path_named"), F.lit(MISMATCH)).otherwise(F.lit(ORPHAN)).alias("reason"))
+
+
+def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") -> "DataFrame":
+    """Delete each candidate through the storage of the root it lies under (RESULT_DDL rows with
+    full URIs)."""
+    from pyspark.sql import functions as F
+
+    results = None
+    for root in roots:
+        base = root.storage.full_uri("x")[:-1]
+        mine = to_delete.where(F.col("address").startswith(base)).withColumn(
+            "address", F.expr(f"substring(address, {len(base) + 1})"))
+        done = delete_objects(spark, root.storage, mine).withColumn("address", F.concat(F.lit(base), "address"))
+        results = done if results is None else results.unionByName(done)
+    return results if results is not None else spark.createDataFrame([], RESULT_DDL)
+
+
+def _with_path(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Candidate rows with the normalised path of their address, to join against references."""
+    for batch in batches:
+        paths = [parse_location(uri).path for uri in batch.column("address").to_pylist()]
+        yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(paths, pa.string())], names=[*batch.schema.names, "path"])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

@@ -1,0 +1,119 @@
+"""The files an Iceberg table still needs, read the way the table's readers read them.
+
+Reachable are: the current metadata file and the ones its log keeps (and a Hadoop table's
+version hint), the statistics and partition-statistics files, and for every retained snapshot its
+manifest list, the manifests it lists (data and delete manifests alike) and the files of their
+live entries (ADDED or EXISTING; an entry marked DELETED records a file the snapshot no longer has).
+The driver names only the first kind (a handful per snapshot); manifest lists and manifests are
+read on the executors, each distinct manifest once, so no file set ever gathers on the driver.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+
+from lakegc.connectors.iceberg.paths import parse_location
+
+if TYPE_CHECKING:
+    from pyiceberg.table.metadata import TableMetadata
+    from pyspark.sql import DataFrame, SparkSession
+
+REACHABLE_DDL = "uri string, path string, scheme string, authority string"
+MANIFESTS_DDL = ("io long, manifest_path string, manifest_length long, partition_spec_id long, content long, "
+                 "sequence_number long, min_sequence_number long, added_snapshot_id long")
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """What the executors need to read one table's manifests: its FileIO settings, and which
+    snapshots count."""
+
+    io_properties: dict[str, str]
+    location: str
+    metadata: "TableMetadata"
+    metadata_location: str
+    retained: frozenset[int]
+
+
+def named_by_metadata(t: TableFiles) -> list[str]:
+    """Files the table metadata names itself (pure): metadata files, the version hint, statistics,
+    and the retained snapshots' manifest lists."""
+    md = t.metadata
+    files = [t.metadata_location, *(entry.metadata_file for entry in md.metadata_log),
+             posixpath.join(posixpath.dirname(t.metadata_location), "version-hint.text")]
+    files += [s.statistics_path for s in md.statistics]
+    files += [s.statistics_path for s in md.partition_statistics]
+    files += [s.manifest_list for s in md.snapshots if s.snapshot_id in t.retained and s.manifest_list]
+    return files
+
+
+def location_rows(uris: list[str]) -> pa.RecordBatch:
+    parsed = [parse_location(uri) for uri in uris]
+    return pa.RecordBatch.from_pydict({"uri": uris, "path": [p.path for p in parsed],
+                                       "scheme": [p.scheme for p in parsed], "authority": [p.authority for p in parsed]})
+
+
+def reachable_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFrame":
+    """Every file the tables' retained state needs (REACHABLE_DDL rows, distinct)."""
+    settings = [(t.io_properties, t.location) for t in tables]
+    lists = [(i, s.manifest_list) for i, t in enumerate(tables) for s in t.metadata.snapshots
+             if s.snapshot_id in t.retained and s.manifest_list]
+    parallelism = spark.sparkContext.defaultParallelism
+
+    def read_lists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyiceberg.manifest import read_manifest_list
+
+        ios = _FileIOs(settings)
+        for batch in batches:
+            for row in batch.to_pylist():
+                found = list(read_manifest_list(ios[row["io"]].new_input(row["manifest_list"])))
+                if found:
+                    yield pa.RecordBatch.from_pylist([{
+                        "io": row["io"], "manifest_path": m.manifest_path, "manifest_length": m.manifest_length,
+                        "partition_spec_id": m.partition_spec_id, "content": int(m.content),
+                        "sequence_number": m.sequence_number, "min_sequence_number": m.min_sequence_number,
+                        "added_snapshot_id": m.added_snapshot_id} for m in found])
+
+    def read_manifests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyiceberg.manifest import ManifestContent, ManifestFile
+
+        ios = _FileIOs(settings)
+        for batch in batches:
+            for row in batch.to_pylist():
+                io = ios[row.pop("io")]
+                manifest = ManifestFile.from_args(**{**row, "content": ManifestContent(row["content"])})
+                live = [entry.data_file.file_path for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]
+                if live:
+                    yield location_rows(live)
+
+    named = location_rows([uri for t in tables for uri in named_by_metadata(t)]).to_pylist()
+    small = spark.createDataFrame([tuple(row.values()) for row in named], REACHABLE_DDL)
+    list_df = spark.createDataFrame(lists or [(0, "")], "io long, manifest_list string")
+    if not lists:
+        list_df = list_df.limit(0)
+    manifests = (list_df.repartition(max(1, min(len(lists), parallelism * 4))).mapInArrow(read_lists, MANIFESTS_DDL)
+                 .dropDuplicates(["manifest_path"]))  # manifest lists are small: read again for each use
+    manifest_files = manifests.select("manifest_path").mapInArrow(
+        lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL)
+    data_files = manifests.repartition(parallelism * 4).mapInArrow(read_manifests, REACHABLE_DDL)
+    return small.unionByName(manifest_files).unionByName(data_files).distinct()
+
+
+class _FileIOs:
+    """One FileIO per table, made on first use in the executor that needs it."""
+
+    def __init__(self, settings: list[tuple[dict[str, str], str]]):
+        self.settings = settings
+        self.made: dict[int, Any] = {}
+
+    def __getitem__(self, index: int) -> Any:
+        if index not in self.made:
+            from pyiceberg.io import load_file_io
+
+            properties, location = self.settings[index]
+            self.made[index] = load_file_io(properties, location)
+        return self.made[index]
