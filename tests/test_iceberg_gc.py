@@ -93,7 +93,9 @@ def test_expiry_boundary_is_strictly_older_than_the_cutoff():
     ("s3a://bucket/wh/t/data/f.parquet", Location("s3", "bucket", "/wh/t/data/f.parquet")),
     ("S3N://Bucket//wh///t/./data/f.parquet", Location("s3", "bucket", "/wh/t/data/f.parquet")),
     ("file:/wh/t/f", Location("file", "", "/wh/t/f")), ("file:///wh/t/f", Location("file", "", "/wh/t/f")),
-    ("/wh/t/f", Location("file", "", "/wh/t/f")), ("file:///wh/t/a%20b", Location("file", "", "/wh/t/a b")),
+    ("/wh/t/f", Location("file", "", "/wh/t/f")),
+    ("file:///wh/t/a%20b", Location("file", "", "/wh/t/a%20b")),  # as written: the store holds `%20`
+    ("s3://b/k=10%3A00/a#b?c", Location("s3", "b", "/k=10%3A00/a#b?c")),
     ("gs://b/x", Location("gs", "b", "/x")),
 ])
 def test_locations_are_compared_after_normalising(uri: str, expected: Location):
@@ -198,21 +200,28 @@ def rows(*ids: int, key: str = "a") -> pa.Table:
     return pa.table({"id": list(ids), "_key": [key] * len(ids)}, schema=SCHEMA)
 
 
-@pytest.fixture
-def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli, spark) -> Lake:
+def make_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli, bare_warehouse: bool = False) -> Lake:
+    """A SqlCatalog named `lake` on SQLite, its warehouse a file:// URI or, as pyiceberg also
+    accepts, a bare path."""
     import pyiceberg.table.snapshots
     from pyiceberg.catalog.sql import SqlCatalog
 
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
+    spelled = str(warehouse) if bare_warehouse else warehouse.as_uri()
     uri = f"sqlite:///{tmp_path / 'iceberg.db'}"
     monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__URI", uri)
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__WAREHOUSE", warehouse.as_uri())
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__WAREHOUSE", spelled)
     clock = SnapshotClock()
     monkeypatch.setattr(pyiceberg.table.snapshots, "time", clock)
-    catalog = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
+    catalog = SqlCatalog("lake", uri=uri, warehouse=spelled)
     catalog.create_namespace("ns")
     return Lake(catalog, warehouse, clock, cli)
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli, spark) -> Lake:
+    return make_lake(tmp_path, monkeypatch, cli)
 
 
 def referenced(table) -> set[str]:  # type: ignore[no-untyped-def]
@@ -365,6 +374,39 @@ def test_partition_folders_named_like_hidden_paths_are_collected(lake: Lake):
     assert not orphan.exists() and success.exists() and ids(t) == [1]
 
 
+def test_a_tag_created_while_the_expiry_commits_keeps_its_snapshot(lake: Lake):
+    """Removing a snapshot drops the refs on it: a tag created between the plan and the commit
+    must fail the commit, and the new plan keeps the tagged snapshot."""
+    from lakegc.connectors.iceberg.gc import IcebergGcOptions, commit_expiry
+
+    t, s = history(lake)
+    planned_on = lake.catalog.load_table("ns.t")
+    t.manage_snapshots().create_tag(s["S2"], "audit").commit()
+    after = commit_expiry(planned_on, int(real_time.time() * 1000), IcebergGcOptions())
+    assert after.metadata.refs["audit"].snapshot_id == s["S2"]
+    assert snapshot_ids(after) == {s["S2"], s["S5"]}
+
+
+@pytest.mark.parametrize("bare_warehouse", [False, True], ids=["file-uri", "bare-path"])
+def test_escaped_partition_values_keep_their_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli, spark,
+                                                   bare_warehouse: bool):
+    """pyiceberg escapes partition values in paths (`10%3A00`), and the store holds the name as
+    written: decoding either side, or only one, would make a live file look like an orphan."""
+    lake = make_lake(tmp_path, monkeypatch, cli, bare_warehouse)
+    t = lake.table("ns.p", partitioned=True)
+    lake.at(9, lambda: t.append(rows(1, 2, key="10:00 a/b%é")) or t)
+    (partition,) = [p for p in (lake.warehouse / "ns/p/data").iterdir() if p.is_dir()]
+    assert "%3A" in partition.name
+    orphan = lake.put(f"ns/p/data/{partition.name}/orphan.parquet", 10)
+    decoded = lake.put("ns/p/data/_key=10:00 a/b%é/" + next(partition.iterdir()).name, 10)  # same name, decoded
+    age_all(lake.warehouse)
+    live = on_disk(lake, referenced(t))
+    run = lake.gc("ns.p").json()
+    assert on_disk(lake, live) == live and ids(t) == [1, 2]
+    assert not orphan.exists() and not decoded.exists()
+    assert run["num_deleted"] == 2
+
+
 def test_files_younger_than_the_orphan_min_age_stay(lake: Lake):
     t = lake.table("ns.t")
     lake.at(9, lambda: t.append(rows(1)) or t)
@@ -486,7 +528,17 @@ def test_bad_input_is_refused_before_anything_changes(lake: Lake, monkeypatch: p
     one_error(lake.gc("ns.t", ok=False, older_than="5 days"), "invalid duration")
     monkeypatch.setenv("PYICEBERG_CATALOG__BROKEN__URI", "sqlite:////nonexistent/dir/x.db")
     one_error(lake.cli("iceberg", "gc", "--catalog", "broken", "ns.t", ok=False), "broken")
-    assert (lake.files(), snapshot_ids(t)) == before and orphan.exists()
+    odd = lake.table("ns.odd")
+    with odd.transaction() as tx:
+        tx.set_properties({"gc.enabled": "no"})  # Iceberg reads anything but "true" as false
+    one_error(lake.gc("ns.odd", ok=False), "ns.odd", "gc.enabled=no")
+    home = lake.warehouse.parent / "home"
+    home.mkdir()
+    (home / ".pyiceberg.yaml").write_text("catalog: [unclosed\n")
+    monkeypatch.setenv("PYICEBERG_HOME", str(home))
+    one_error(lake.gc("ns.t", ok=False), "configuration cannot be read")
+    assert (lake.files() - {f for f in lake.files() if f.startswith("ns/odd/")}, snapshot_ids(t)) == before
+    assert orphan.exists()
 
 
 def test_catalog_from_pyiceberg_yaml(lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Optional
 
 import typer
@@ -63,6 +64,9 @@ def iceberg_gc(
 
     options = IcebergGcOptions(parse_duration(older_than), retain_last, parse_duration(orphan_min_age), prefix_mismatch,
                                dry_run, runs, master, parse_conf(conf))
+    if options.orphan_min_age < timedelta(days=1) and not dry_run:
+        output.warn(f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
+                    "committed, may be deleted (Iceberg's own procedure refuses under 24h)")
     with progress("iceberg GC", quiet=as_json) as phase:
         run = run_iceberg_gc(catalog, tables, options, phase)
     print_run(run, as_json)

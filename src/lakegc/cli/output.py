@@ -26,6 +26,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """A risk the user chose: said once on stderr, the command goes on."""
+    err_console.print(f"warning: {message}", markup=False, soft_wrap=True)
+
+
 def emit_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()  # under spark-submit the JVM may outlive an unflushed Python child

@@ -202,7 +202,10 @@ def load_catalog(name: str) -> "Catalog":
     from pyiceberg.catalog import load_catalog as pyiceberg_load
     from pyiceberg.utils.config import Config
 
-    properties = Config().get_catalog_config(name)  # read now: pyiceberg's own copy is read once, at import
+    try:
+        properties = Config().get_catalog_config(name)  # read now: pyiceberg's own copy is read once, at import
+    except Exception as exc:  # a malformed .pyiceberg.yaml
+        raise LakegcError(f"pyiceberg's configuration cannot be read: {_first_line(exc)}") from None
     if not properties:
         raise LakegcError(f"no iceberg catalog {name!r} in pyiceberg's configuration (.pyiceberg.yaml in "
                           f"$PYICEBERG_HOME or ~, or PYICEBERG_CATALOG__{name.upper()}__* variables)")
@@ -250,9 +253,9 @@ def load_tables(catalog: "Catalog", catalog_name: str, targets: list[str]) -> li
 
 
 def gc_enabled(table: "Table") -> bool:
-    from pyiceberg.utils.properties import property_as_bool
-
-    return property_as_bool(table.metadata.properties, "gc.enabled", True)
+    """`gc.enabled`, true unless set; a value that is no boolean counts as false, as in Iceberg's
+    Java library (which only reads "true" as true)."""
+    return table.metadata.properties.get("gc.enabled", "true").lower() == "true"
 
 
 def check_collectable(tables: list[Loaded]) -> None:
@@ -260,13 +263,14 @@ def check_collectable(tables: list[Loaded]) -> None:
     with one that says so."""
     for t in tables:
         if t.target and not gc_enabled(t.table):
-            raise LakegcError(f"table {t.name!r} has gc.enabled=false: its files may belong to other tables")
+            raise LakegcError(f"table {t.name!r} has gc.enabled={t.table.metadata.properties['gc.enabled']}: its files "
+                              "may belong to other tables")
     for t in tables:
         if not t.target and not gc_enabled(t.table):
             for target in tables:
                 if target.target and (within(t.location, target.location) or within(target.location, t.location)):
                     raise LakegcError(f"table {target.name!r} shares its location with {t.name!r}, which has "
-                                      "gc.enabled=false")
+                                      f"gc.enabled={t.table.metadata.properties['gc.enabled']}")
 
 
 def changed_since(catalog: "Catalog", catalog_name: str, tables: list[Loaded]) -> list[Loaded]:
@@ -288,19 +292,23 @@ def plan_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> set[i
 
 
 def commit_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> "Table":
-    """Remove the planned snapshots in one commit that asserts every ref still points where the
-    plan saw it: a ref moved or removed meanwhile fails the commit, and the plan is made again
+    """Remove the planned snapshots in one commit that asserts the refs are still those the plan
+    saw: a ref moved, removed or created meanwhile fails the commit, and the plan is made again
     from the table as it then is."""
+    from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+
+    from lakegc.connectors.iceberg.requirements import AssertRefsUnchanged
 
     for attempt in range(_COMMIT_ATTEMPTS):
         expire = plan_expiry(table, now_ms, options)
         if not expire:
             return table
+        refs = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()}
         requirements = (AssertTableUUID(uuid=table.metadata.table_uuid),
-                        *(AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id)
-                          for name, ref in table.metadata.refs.items()))
+                        *(AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in refs.items()),
+                        *(() if isinstance(table.catalog, RestCatalog) else (AssertRefsUnchanged(refs=refs),)))
         try:
             table.catalog.commit_table(table, requirements, (RemoveSnapshotsUpdate(snapshot_ids=sorted(expire)),))
             return table.catalog.load_table(table.name())
@@ -321,6 +329,11 @@ class Root:
     location: Location
     storage: Storage
 
+    @property
+    def base(self) -> str:
+        """The prefix of every listed file's URI: the location as written, then the file's key."""
+        return f"{self.location.scheme}://{self.location.authority}{self.location.path.rstrip('/')}/"
+
 
 def listing_roots(tables: list[Loaded]) -> list[Root]:
     """The collected tables' locations, each listed once (a location inside another is covered by it)."""
@@ -330,8 +343,17 @@ def listing_roots(tables: list[Loaded]) -> list[Root]:
         location = parse_location(uri)
         if any(within(location, r.location) for r in roots):
             continue
-        roots.append(Root(uri, location, open_storage(uri)))
+        roots.append(Root(uri, location, _storage_at(uri, location)))
     return roots
+
+
+def _storage_at(uri: str, location: Location) -> Storage:
+    """The store under a table location at its path as written (FileIO does not decode it either)."""
+    if location.scheme == "file" and not location.authority:
+        return LocalStorage(location.path)
+    if location.scheme == "s3":
+        return open_storage(f"s3://{location.authority}{location.path}")
+    raise LakegcError(f"table location {uri}: lakegc collects local (file://) and s3:// locations only")
 
 
 def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: frozenset[str]) -> "DataFrame":
@@ -356,7 +378,7 @@ def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: fr
 
 def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Listing rows -> LOCATED_DDL: the full URI of each file and its normalised parts."""
-    bases = [r.storage.full_uri("x")[:-1] for r in roots]
+    bases = [r.base for r in roots]
 
     def locate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -399,7 +421,7 @@ def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") ->
 
     results = None
     for root in roots:
-        base = root.storage.full_uri("x")[:-1]
+        base = root.base
         mine = to_delete.where(F.col("address").startswith(base)).withColumn(
             "address", F.expr(f"substring(address, {len(base) + 1})"))
         done = delete_objects(spark, root.storage, mine).withColumn("address", F.concat(F.lit(base), "address"))

@@ -4,7 +4,9 @@ Iceberg's orphan-file removal does (pure functions).
 Metadata may spell a location differently from the store's listing: `s3a://` or `s3n://` for
 `s3://`, another authority for the same bucket, `file:/` for `file:///`. Files are matched on their
 path; the scheme (after s3a/s3n -> s3) and the authority must then agree, or the metadata side must
-leave them out. A path that matches with a different scheme or authority is a *prefix mismatch*:
+leave them out. Paths are compared as written, never URL-decoded: FileIO stores a file under the
+path its metadata spells, so a partition value pyiceberg escapes (`ts=10%3A00`) is a literal `%3A`
+in the store, and decoding either side would part a file from its reference. A path that matches with a different scheme or authority is a *prefix mismatch*:
 it may be the same file reached another way, or another file; `PrefixMismatch` says what to do.
 """
 
@@ -14,7 +16,6 @@ import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from urllib.parse import unquote, urlsplit
 
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 
@@ -38,14 +39,18 @@ class Location:
                 and (not referenced.authority or referenced.authority == self.authority))
 
 
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/]*))?(.*)", re.DOTALL)
+
+
 def parse_location(uri: str) -> Location:
-    """`scheme://authority/path` (or a bare absolute path, a local file) with the scheme mapped and
-    lower-cased, the authority lower-cased, and repeated slashes and dot segments folded."""
-    if uri.startswith("/"):
+    """`scheme://authority/path`, `scheme:/path` or a bare path (a local file), with the scheme
+    mapped and lower-cased, the authority lower-cased, and repeated slashes and dot segments folded.
+    `?` and `#` are part of the path, as in a store's keys."""
+    match = None if uri.startswith("/") else _URI.fullmatch(uri)
+    if match is None:
         scheme, authority, path = "file", "", uri
     else:
-        parts = urlsplit(uri)
-        scheme, authority, path = parts.scheme.lower(), parts.netloc.lower(), unquote(parts.path)
+        scheme, authority, path = match.group(1).lower(), (match.group(2) or "").lower(), match.group(3)
         scheme = EQUAL_SCHEMES.get(scheme, scheme)
     path = posixpath.normpath("/" + re.sub("/+", "/", path).lstrip("/"))
     return Location(scheme, authority, path)
