@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -45,6 +45,8 @@ NAMES = {
     f"{_U[1].upper()}.parquet": (None, _U[1]),  # the catalog spells the id in lower case
     f"{_U[2].replace('-', '')}.parquet": (None, _U[2]),  # no hyphens in the name
     f"{_U[3]}.parquet": ("unreferenced", None),
+    f"{_U[4]}.parquet": (None, _U[4].upper()),  # the catalog spells the id in upper case
+    f"{_U[5]}.parquet": (None, _U[5].replace("-", "")),  # and without hyphens
 }
 
 
@@ -190,16 +192,41 @@ def test_every_row_and_object_combination_dry_run_then_collect(world: World, cli
     assert (again["num_candidates"], again["details"]["catalog rows deleted"]) == (0, 0)
 
 
+SPELLINGS = ("0F2C2A9E-3C55-4F7A-9A57-2D1C0C3C4A11", "0F2C2A9E3C554F7A9A572D1C0C3C4A11",
+             "0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11", "0f2c2a9e3c554f7a9a572d1c0c3c4a11")
+
+
 @pytest.mark.parametrize("name, expected", [
-    ("0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11.parquet", (None, ("0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11",))),
-    ("0F2C2A9E3C554F7A9A572D1C0C3C4A11.parquet",
-     (None, ("0F2C2A9E3C554F7A9A572D1C0C3C4A11", "0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11"))),
+    ("0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11.parquet", (None, SPELLINGS)),
+    ("0F2C2A9E3C554F7A9A572D1C0C3C4A11.parquet", (None, SPELLINGS)),
     ("0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a1.parquet", ("invalid", ())),
     ("x.parquet", ("invalid", ())), ("0f2c2a9e-3c55-4f7a-9a57-2d1c0c3c4a11.json", ("unexpected", ())),
     ("parquet", ("unexpected", ())), ("", ("unexpected", ())),
 ])
 def test_file_names_are_classified_like_iox(name: str, expected: tuple):
     assert classify(name) == expected
+
+
+def test_to_delete_is_in_nanoseconds_since_the_epoch():
+    assert epoch_ns(datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc)) == 10**9
+    assert epoch_ns(datetime(2026, 1, 1, tzinfo=timezone.utc)) == 1_767_225_600 * 10**9
+
+
+def test_a_row_written_during_the_run_protects_its_object(small, tmp_path: Path, spark):
+    """Candidates are judged again just before anything is deleted: an object a row names since
+    the mark (a write that committed late) stays."""
+    from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
+
+    url, store, orphan = small
+    world = World(url, str(store), lambda *_: None, lambda: set(), tmp_path / "runs")
+
+    def phase(name: str, detail: str = "") -> None:
+        if name == "re-checking the candidates":
+            world.add_row(orphan, None)
+
+    run = run_catalog_gc(url, str(store), CatalogGcOptions(runs_location=str(tmp_path / "runs")), phase, spark)
+    assert run.num_candidates == 1 and run.num_deleted == 0
+    assert (store / "1" / "2" / f"{orphan}.parquet").exists()
 
 
 # -- bad input and failures: one error line, nothing deleted, no row changed ------------------------

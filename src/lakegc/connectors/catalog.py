@@ -78,15 +78,25 @@ def check_cutoffs(objectstore_cutoff: timedelta, parquetfile_cutoff: timedelta) 
 def classify(name: str) -> tuple[str | None, tuple[str, ...]]:
     """How a file name is judged: (reason, ()) for files that are garbage once old (`unexpected`:
     not Parquet, `invalid`: no UUID stem), or (None, ids) with the catalog ids that would name it
-    (the stem as written and in canonical form, so either spelling in the catalog protects it)."""
+    (the stem as written and the UUID's other spellings, upper or lower case, with or without
+    hyphens: a row in any of them protects the file)."""
     if not name.endswith(".parquet"):
         return UNEXPECTED, ()
     stem = name[: -len(".parquet")]
     try:
-        canonical = str(uuid.UUID(stem))
+        parsed = uuid.UUID(stem)
     except ValueError:
         return INVALID, ()
-    return None, tuple(sorted({stem, canonical}))
+    return None, tuple(sorted({stem, str(parsed), str(parsed).upper(), parsed.hex, parsed.hex.upper()}))
+
+
+def canonical_id(value: object) -> str:
+    """A catalog id as `classify` lists it first-class: a UUID (text or a native uuid column) in
+    canonical form, anything else as written."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        return str(value)
 
 
 def epoch_ns(when: datetime) -> int:
@@ -119,8 +129,8 @@ class ParquetFileCatalog:
             raise self._fail(exc) from None
 
     def naming(self, ids: set[str], keep_from_ns: int) -> set[str]:
-        """The ids a row names that this run keeps: not soft-deleted, or soft-deleted at or after
-        `keep_from_ns`."""
+        """The ids a row names that this run keeps (not soft-deleted, or soft-deleted at or after
+        `keep_from_ns`), in canonical form."""
         found: set[str] = set()
         ordered = sorted(ids)
         col = PARQUET_FILE.c
@@ -128,7 +138,7 @@ class ParquetFileCatalog:
             with self.engine.connect() as conn:
                 for i in range(0, len(ordered), _LOOKUP_BATCH):
                     batch = ordered[i:i + _LOOKUP_BATCH]
-                    found.update(conn.execute(sa.select(col.object_store_id).where(
+                    found.update(canonical_id(v) for v in conn.execute(sa.select(col.object_store_id).where(
                         col.object_store_id.in_(batch),
                         sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns))).scalars())
         except sa.exc.SQLAlchemyError as exc:
