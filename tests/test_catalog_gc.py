@@ -87,16 +87,15 @@ def create_catalog(url: str, *, with_to_delete: bool = True) -> None:
     sa.Table("parquet_file", sa.MetaData(), *columns).create(_engine(url))
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'catalog.db'}" if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    create_catalog(url)
-    return url
-
-
-@pytest.fixture(params=["local", "s3"])
-def world(request: pytest.FixtureRequest, catalog_url: str, tmp_path: Path) -> World:
-    if request.param == "local":
+# Each store and each catalog database in the default run; their two other pairings under `slow`.
+@pytest.fixture(params=[("local", "sqlite"), ("s3", "postgresql"),
+                        pytest.param(("local", "postgresql"), marks=pytest.mark.slow),
+                        pytest.param(("s3", "sqlite"), marks=pytest.mark.slow)], ids="-".join)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    store, database = request.param
+    catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}" if database == "sqlite" else request.getfixturevalue("pg_url")
+    create_catalog(catalog_url)
+    if store == "local":
         root = tmp_path / "store"
         root.mkdir()
 
