@@ -18,6 +18,7 @@ the run with nothing deleted, and a dry run changes no row.
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,9 +29,8 @@ import sqlalchemy as sa
 
 from lakegc.connectors.listing import location_folders, open_location
 from lakegc.connectors.runs import (ConnectorRun, count_candidates, default_runs_location, delete_recorded, recorded,
-                                   start_run)
+                                   start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.ages import listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.job import PhaseTimer
 from lakegc.gc.listing import list_folders
@@ -116,17 +116,19 @@ class ParquetFileCatalog:
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
             raise CatalogError(f"invalid catalog URL {self.shown!r}: {exc}") from None
 
-    def _fail(self, exc: sa.exc.SQLAlchemyError) -> CatalogError:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        return CatalogError(f"catalog {self.shown}: {detail}")
+    @contextmanager
+    def _answering(self) -> Iterator[None]:
+        """A database error inside becomes one CatalogError line naming the catalog."""
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise CatalogError(f"catalog {self.shown}: {detail}") from None
 
     def check(self) -> None:
-        try:
-            with self.engine.connect() as conn:
-                if not sa.inspect(conn).has_table("parquet_file"):
-                    raise CatalogError(f"catalog {self.shown} has no parquet_file table")
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._fail(exc) from None
+        with self._answering(), self.engine.connect() as conn:
+            if not sa.inspect(conn).has_table("parquet_file"):
+                raise CatalogError(f"catalog {self.shown} has no parquet_file table")
 
     def naming(self, ids: set[str], keep_from_ns: int) -> set[str]:
         """The ids a row names that this run keeps (not soft-deleted, or soft-deleted at or after
@@ -134,32 +136,23 @@ class ParquetFileCatalog:
         found: set[str] = set()
         ordered = sorted(ids)
         col = PARQUET_FILE.c
-        try:
-            with self.engine.connect() as conn:
-                for i in range(0, len(ordered), _LOOKUP_BATCH):
-                    batch = ordered[i:i + _LOOKUP_BATCH]
-                    found.update(canonical_id(v) for v in conn.execute(sa.select(col.object_store_id).where(
-                        col.object_store_id.in_(batch),
-                        sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns))).scalars())
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._fail(exc) from None
+        with self._answering(), self.engine.connect() as conn:
+            for i in range(0, len(ordered), _LOOKUP_BATCH):
+                batch = ordered[i:i + _LOOKUP_BATCH]
+                found.update(canonical_id(v) for v in conn.execute(sa.select(col.object_store_id).where(
+                    col.object_store_id.in_(batch),
+                    sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns))).scalars())
         return found
 
     def count_expired(self, keep_from_ns: int) -> int:
-        try:
-            with self.engine.connect() as conn:
-                return conn.execute(sa.select(sa.func.count()).select_from(PARQUET_FILE)
-                                    .where(PARQUET_FILE.c.to_delete < keep_from_ns)).scalar_one()
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._fail(exc) from None
+        with self._answering(), self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(PARQUET_FILE)
+                                .where(PARQUET_FILE.c.to_delete < keep_from_ns)).scalar_one()
 
     def hard_delete(self, keep_from_ns: int) -> int:
         """Delete the rows soft-deleted before `keep_from_ns`, in one transaction."""
-        try:
-            with self.engine.begin() as conn:
-                return conn.execute(PARQUET_FILE.delete().where(PARQUET_FILE.c.to_delete < keep_from_ns)).rowcount
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._fail(exc) from None
+        with self._answering(), self.engine.begin() as conn:
+            return conn.execute(PARQUET_FILE.delete().where(PARQUET_FILE.c.to_delete < keep_from_ns)).rowcount
 
 
 def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phase: Phase = lambda *_: None,
@@ -190,8 +183,7 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
             spark = spark_session(options.master, options.conf)
         timed("listing the store", storage.uri)
         listing = list_folders(spark, storage, location_folders(storage), object_cutoff).persist()
-        old, _, run.object_ages = listing_tally(listing, now)
-        run.num_listed = sum(bucket["count"] for bucket in run.object_ages)
+        old = tally_listing(run, listing, now)
         timed("looking up the catalog", f"{old} objects older than the objectstore cutoff")
         old_objects = listing.where(~listing.young).select("address", "size", "mtime")
         write_parquet(judged(old_objects, catalog_url, keep_from_ns), folder.storage, folder.key("candidates"))

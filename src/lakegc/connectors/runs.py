@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from lakegc.errors import LakegcError
+from lakegc.gc.ages import listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.job import one_line
 from lakegc.gc.mark import CANDIDATES_SCHEMA
@@ -124,6 +125,14 @@ def delete_recorded(run: ConnectorRun, spark: "SparkSession", folder: RunFolder,
     run.num_deleted, run.bytes_deleted, run.num_failed = deletion_stats(spark, folder.storage, folder.parts("deleted"))
     if run.num_failed:
         raise LakegcError(f"{run.num_failed} object(s) could not be deleted; see {run.location}/deleted/")
+
+
+def tally_listing(run: ConnectorRun, listing: "DataFrame", now: datetime) -> int:
+    """Record the listing's age histogram and size in the run; returns how many objects are old
+    enough to be judged."""
+    old, _, run.object_ages = listing_tally(listing, now)
+    run.num_listed = sum(bucket["count"] for bucket in run.object_ages)
+    return old
 
 
 def count_candidates(run: ConnectorRun, spark: "SparkSession", folder: RunFolder) -> None:

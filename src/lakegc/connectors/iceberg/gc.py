@@ -31,9 +31,8 @@ from lakegc.connectors.iceberg.paths import Location, PrefixMismatch, hidden, pa
 from lakegc.connectors.iceberg.reachable import TableFiles, reachable_files
 from lakegc.connectors.listing import location_folders
 from lakegc.connectors.runs import (ConnectorRun, RunFolder, count_candidates, default_runs_location,
-                                   delete_recorded, recorded, start_run)
+                                   delete_recorded, recorded, start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.ages import listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.job import PhaseTimer
 from lakegc.gc.listing import LISTING_DDL, list_folders
@@ -160,8 +159,7 @@ def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: l
     timed("listing table locations", ", ".join(r.uri for r in roots))
     fields = frozenset(f.name for t in tables for spec in t.table.metadata.partition_specs for f in spec.fields)
     listing = _list(spark, roots, cutoff, fields).persist()
-    old, _, run.object_ages = listing_tally(listing, now)
-    run.num_listed = sum(b["count"] for b in run.object_ages)
+    old = tally_listing(run, listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
     unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch)
