@@ -6,9 +6,14 @@ Safety rests on four rules:
   still references (a retained snapshot of a table being collected, any snapshot of the others)
   is kept. Tables whose locations share or nest are therefore collected together, and a table that
   references another's files (add_files, snapshot and migrate procedures) protects them: Nessie's
-  data-loss bug #12363 (one table's sweep deleting a sibling's files) cannot happen here. A table
-  of the catalog that cannot be loaded, or a table with `gc.enabled=false` at a location that
-  overlaps one being collected, refuses the run.
+  data-loss bug #12363 (one table's sweep deleting a sibling's files) cannot happen here. The
+  tables of every other catalog configured for pyiceberg count too (`catalogs`). A table or a
+  configured catalog that cannot be loaded, a table with `gc.enabled=false` at a location that
+  overlaps one being collected, or a location that is, or is reached through, a symlink into
+  another table's location refuses the run before anything changes.
+- Another table's location nested under a collected one (a sub-folder, of any catalog) is left out
+  of its listing: that table's files, its own orphans included, are its business, never the
+  holder's (`paths.listing_plan`). Nesting is judged on real paths, symlinks resolved.
 - Only files under a collected table's location are ever deleted, compared after normalising
   scheme and authority (`paths`); a file that a reference names with another scheme or authority
   is a prefix mismatch, an error unless told otherwise.
@@ -26,16 +31,18 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 
+from lakegc.connectors.iceberg.catalogs import (Loaded, changed_since, check_collectable, check_symlinks,
+                                               load_catalog, load_tables, other_catalogs_tables, reload_all)
 from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
-from lakegc.connectors.iceberg.paths import Location, PrefixMismatch, hidden, parse_location, within
-from lakegc.connectors.iceberg.reachable import TableFiles, reachable_files
-from lakegc.connectors.listing import location_folders
+from lakegc.connectors.iceberg.paths import (Location, PrefixMismatch, hidden, key_prefix, listing_plan,
+                                            nested_locations, parse_location, under_any)
+from lakegc.connectors.iceberg.reachable import reachable_files
 from lakegc.connectors.runs import (ConnectorRun, RunFolder, count_candidates, default_runs_location,
                                    delete_recorded, recorded, start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.job import PhaseTimer
-from lakegc.gc.listing import LISTING_DDL, list_folders
+from lakegc.gc.listing import LISTING_DDL, Folder, list_folders
 from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
 from lakegc.gc.report import duration_text
 from lakegc.gc.runs import RunState
@@ -66,26 +73,6 @@ class IcebergGcOptions:
     conf: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class Loaded:
-    """A table of the catalog as this run saw it."""
-
-    name: str
-    table: "Table"
-    target: bool  # named on the command line: expired and collected; otherwise it only protects
-    expire: set[int] = field(default_factory=set)  # planned, not yet committed
-
-    @property
-    def location(self) -> Location:
-        return parse_location(self.table.location())
-
-    def files(self) -> TableFiles:
-        md = self.table.metadata
-        retained = frozenset(s.snapshot_id for s in md.snapshots if s.snapshot_id not in self.expire)
-        return TableFiles(dict(self.table.io.properties), self.table.location(), md, self.table.metadata_location,
-                          retained)
-
-
 def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGcOptions,
                    phase: Phase = lambda *_: None, spark: "SparkSession | None" = None) -> ConnectorRun:
     """Expire snapshots of the named tables, then delete their orphan files (see the module).
@@ -99,6 +86,11 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
     now_ms = int(now.timestamp() * 1000)
     tables = load_tables(catalog, catalog_name, table_names)
     check_collectable(tables)
+    others, other_catalogs = other_catalogs_tables(catalog_name, tables)
+    tables += others
+    check_collectable(tables)
+    check_symlinks([t for t in tables if t.target], tables)
+    roots = listing_roots(tables)
     for t in tables:
         if t.target:
             t.expire = plan_expiry(t.table, now_ms, options)
@@ -117,7 +109,7 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
 
             spark = spark_session(options.master, options.conf)
         _expire(run, tables, now_ms, options, timed)
-        roots = listing_roots(tables)
+        _left_out(run, tables, roots, other_catalogs)
         _mark(run, spark, folder, tables, roots, options, timed)
         if options.dry_run:
             return run
@@ -157,7 +149,8 @@ def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: l
 
     cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
     timed("listing table locations", ", ".join(r.uri for r in roots))
-    fields = frozenset(f.name for t in tables for spec in t.table.metadata.partition_specs for f in spec.fields)
+    fields = frozenset(f.name for t in tables if t.target for spec in t.table.metadata.partition_specs
+                       for f in spec.fields)
     listing = _list(spark, roots, cutoff, fields).persist()
     old = tally_listing(run, listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
@@ -179,12 +172,22 @@ def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: l
 
 def _sweep(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, catalog: "Catalog", catalog_name: str,
            tables: list[Loaded], roots: list["Root"], timed: PhaseTimer) -> None:
-    """Re-read the catalog, keep what a table changed since the mark now references, delete the rest."""
+    """Re-read the catalogs, keep what a table changed since the mark now references and what now
+    lies under a table nested in a collected location (one created since the mark), delete the rest."""
     timed("re-reading the catalog", "tables changed since the mark keep what they reference now")
     candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
-    changed = changed_since(catalog, catalog_name, tables)
+    targets = [t for t in tables if t.target]
+    now = reload_all(catalog, catalog_name)
+    others = [t for t in now if t.key not in {g.key for g in targets}]
+    check_symlinks(targets, others)
+    nested = {root.base: tuple(key_prefix(root.real, n) for n in nested_locations(root.real, [o.real for o in others]))
+              for root in roots}
+    if any(nested.values()):
+        run.details["nested table locations left out"] = sum(len(prefixes) for prefixes in nested.values())
+        candidates = candidates.mapInArrow(_outside(nested), CANDIDATES_DDL)
+    changed = changed_since(tables, now)
     if changed:
-        run.details["tables changed during the run"] = ", ".join(sorted(t.name for t in changed))
+        run.details["tables changed during the run"] = ", ".join(sorted(t.label for t in changed))
         now_referenced = reachable_files(spark, [t.files() for t in changed]).select("path")
         candidates = (candidates.mapInArrow(_with_path, CANDIDATES_DDL + ", path string")
                       .join(now_referenced, "path", "left_anti").drop("path"))
@@ -192,90 +195,6 @@ def _sweep(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, catalog:
     timed("deleting orphan files")
     delete_recorded(run, spark, folder, lambda to_delete: _delete(spark, roots, to_delete))
     timed.stop()
-
-
-# -- the catalog -----------------------------------------------------------------------------------
-def load_catalog(name: str) -> "Catalog":
-    """The catalog as pyiceberg's own configuration names it (~/.pyiceberg.yaml, PYICEBERG_* env)."""
-    from pyiceberg.catalog import load_catalog as pyiceberg_load
-    from pyiceberg.utils.config import Config
-
-    try:
-        properties = Config().get_catalog_config(name)  # read now: pyiceberg's own copy is read once, at import
-    except Exception as exc:  # a malformed .pyiceberg.yaml
-        raise LakegcError(f"pyiceberg's configuration cannot be read: {_first_line(exc)}") from None
-    if not properties:
-        raise LakegcError(f"no iceberg catalog {name!r} in pyiceberg's configuration (.pyiceberg.yaml in "
-                          f"$PYICEBERG_HOME or ~, or PYICEBERG_CATALOG__{name.upper()}__* variables)")
-    try:
-        return pyiceberg_load(name, **properties)
-    except Exception as exc:  # pyiceberg raises plain ValueErrors, import and connection errors alike
-        raise LakegcError(f"iceberg catalog {name!r}: {_first_line(exc)}") from None
-
-
-def all_table_names(catalog: "Catalog") -> list[str]:
-    """Every table of every namespace (nested ones too)."""
-    names: list[str] = []
-    pending: list[tuple[str, ...]] = list(catalog.list_namespaces())
-    while pending:
-        namespace = pending.pop()
-        names += [".".join(identifier) for identifier in catalog.list_tables(namespace)]
-        pending += [child for child in catalog.list_namespaces(namespace) if child != namespace]
-    return sorted(set(names))
-
-
-def load_tables(catalog: "Catalog", catalog_name: str, targets: list[str]) -> list[Loaded]:
-    """The named tables, then every other table of the catalog (they protect what they reference)."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    wanted = list(dict.fromkeys(targets))
-    loaded = []
-    for name in wanted:
-        try:
-            loaded.append(Loaded(name, catalog.load_table(name), True))
-        except NoSuchTableError:
-            raise LakegcError(f"table {name!r} not found in iceberg catalog {catalog_name!r}") from None
-        except Exception as exc:
-            raise LakegcError(f"table {name!r} of iceberg catalog {catalog_name!r}: {_first_line(exc)}") from None
-    try:
-        others = [n for n in all_table_names(catalog) if n not in wanted]
-    except Exception as exc:
-        raise LakegcError(f"iceberg catalog {catalog_name!r}: cannot list its tables: {_first_line(exc)}") from None
-    for name in others:
-        try:
-            loaded.append(Loaded(name, catalog.load_table(name), False))
-        except Exception as exc:
-            raise LakegcError(f"table {name!r} of iceberg catalog {catalog_name!r} cannot be loaded, so what it "
-                              f"references is unknown; nothing was collected: {_first_line(exc)}") from None
-    return loaded
-
-
-def gc_enabled(table: "Table") -> bool:
-    """`gc.enabled`, true unless set; a value that is no boolean counts as false, as in Iceberg's
-    Java library (which only reads "true" as true)."""
-    return table.metadata.properties.get("gc.enabled", "true").lower() == "true"
-
-
-def check_collectable(tables: list[Loaded]) -> None:
-    """Refuse tables that say their files are not theirs to delete, and tables sharing a location
-    with one that says so."""
-    for t in tables:
-        if t.target and not gc_enabled(t.table):
-            raise LakegcError(f"table {t.name!r} has gc.enabled={t.table.metadata.properties['gc.enabled']}: its files "
-                              "may belong to other tables")
-    for t in tables:
-        if not t.target and not gc_enabled(t.table):
-            for target in tables:
-                if target.target and (within(t.location, target.location) or within(target.location, t.location)):
-                    raise LakegcError(f"table {target.name!r} shares its location with {t.name!r}, which has "
-                                      f"gc.enabled={t.table.metadata.properties['gc.enabled']}")
-
-
-def changed_since(catalog: "Catalog", catalog_name: str, tables: list[Loaded]) -> list[Loaded]:
-    """Tables whose metadata moved since they were loaded, and tables created since, as they are now."""
-    seen = {t.name: t.table.metadata_location for t in tables}
-    now = load_tables(catalog, catalog_name, [])
-    return [t for t in now if seen.get(t.name) != t.table.metadata_location]
 
 
 # -- expiry ----------------------------------------------------------------------------------------
@@ -321,11 +240,15 @@ def commit_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> "Ta
 # -- orphans ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Root:
-    """A collected table location: listed, and the only place files are deleted from."""
+    """A collected table location: listed, and the only place files are deleted from, except
+    under the other tables' locations nested in it (`leave_out`, key prefixes)."""
 
     uri: str
     location: Location
     storage: Storage
+    real: Location  # symlinks resolved: what nesting is judged on
+    leave_out: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()  # the tables whose locations those are, for the run's details
 
     @property
     def base(self) -> str:
@@ -334,15 +257,26 @@ class Root:
 
 
 def listing_roots(tables: list[Loaded]) -> list[Root]:
-    """The collected tables' locations, each listed once (a location inside another is covered by it)."""
-    targets = sorted({t.table.location().rstrip("/") for t in tables if t.target}, key=len)
+    """The collected tables' locations, each listed once, less the other tables' locations nested
+    in them (`paths.listing_plan`, on real paths)."""
+    targets = sorted((t for t in tables if t.target), key=lambda t: t.table.location())
+    others = [t for t in tables if not t.target]
     roots: list[Root] = []
-    for uri in targets:
+    for real, nested in listing_plan([t.real for t in targets], [o.real for o in others]):
+        uri = next(t.table.location().rstrip("/") for t in targets if t.real == real)
         location = parse_location(uri)
-        if any(within(location, r.location) for r in roots):
-            continue
-        roots.append(Root(uri, location, _storage_at(uri, location)))
+        names = tuple(sorted(f"{o.label}: {o.table.location()}" for o in others if o.real in nested))
+        roots.append(Root(uri, location, _storage_at(uri, location), real,
+                          tuple(key_prefix(real, n) for n in nested), names))
     return roots
+
+
+def _left_out(run: ConnectorRun, tables: list[Loaded], roots: list[Root], other_catalogs: list[str]) -> None:
+    """The nested locations left out, counted for the summary; they and the other catalogs read
+    are named in its JSON."""
+    run.details["nested table locations left out"] = sum(len(r.leave_out) for r in roots)
+    run.details["nested tables left out"] = [name for r in roots for name in r.left_out]
+    run.details["other catalogs read"] = other_catalogs
 
 
 def _storage_at(uri: str, location: Location) -> Storage:
@@ -360,18 +294,42 @@ def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: fr
     for index, root in enumerate(roots):
         if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
             continue  # a table that never wrote a file
-        frames.append(list_folders(spark, root.storage, location_folders(root.storage, str(index)), cutoff))
+        frames.append(list_folders(spark, root.storage, listing_folders(root.storage, str(index), root.leave_out),
+                                   cutoff))
     if not frames:
         return spark.createDataFrame([], LISTING_DDL)
     listing = frames[0]
     for frame in frames[1:]:
         listing = listing.unionByName(frame)
 
+    leave_out = [r.leave_out for r in roots]
+
     def visible(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield batch.filter(pa.array([not hidden(k, fields) for k in batch.column("address").to_pylist()]))
+            keys, slices = batch.column("address").to_pylist(), batch.column("slice").to_pylist()
+            yield batch.filter(pa.array([not hidden(k, fields) and not under_any(k, leave_out[int(i)])
+                                         for k, i in zip(keys, slices)]))
 
     return listing.mapInArrow(visible, LISTING_DDL)
+
+
+def listing_folders(storage: Storage, label: str, leave_out: tuple[str, ...], depth: int = 2) -> list[Folder]:
+    """Listing tasks (as `connectors.listing.location_folders`: folders `depth` levels down listed
+    with everything below them) that never enter a left-out folder: the folders that hold one are
+    listed for their own files only, and their sub-folders one by one."""
+    tasks: list[Folder] = []
+    level, down = [""], 0
+    while level:
+        deeper = []
+        for prefix in level:
+            if prefix in leave_out:
+                continue
+            whole = down >= depth and not any(p.startswith(prefix) for p in leave_out)
+            tasks.append(Folder(prefix, whole, label))
+            if not whole:
+                deeper += [f"{prefix}{name}/" for name in storage.list_dirs(prefix)]
+        level, down = deeper, down + 1
+    return tasks
 
 
 def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -420,8 +378,11 @@ def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") ->
     results = None
     for root in roots:
         base = root.base
-        mine = to_delete.where(F.col("address").startswith(base)).withColumn(
-            "address", F.expr(f"substring(address, {len(base) + 1})"))
+        inner = [r.base for r in roots if r.base != base and r.base.startswith(base)]  # deleted through theirs
+        mine = to_delete.where(F.col("address").startswith(base))
+        for other in inner:
+            mine = mine.where(~F.col("address").startswith(other))
+        mine = mine.withColumn("address", F.expr(f"substring(address, {len(base) + 1})"))
         done = delete_objects(spark, root.storage, mine).withColumn("address", F.concat(F.lit(base), "address"))
         results = done if results is None else results.unionByName(done)
     return results if results is not None else spark.createDataFrame([], RESULT_DDL)
@@ -434,6 +395,17 @@ def _with_path(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(paths, pa.string())], names=[*batch.schema.names, "path"])
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+def _outside(nested: dict[str, tuple[str, ...]]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Candidate rows that lie under no nested table location of the root they were listed from
+    (`nested`: root base -> key prefixes; a candidate belongs to the longest base it starts with)."""
+    bases = sorted(nested, key=len, reverse=True)
+
+    def outside(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            keep = []
+            for address in batch.column("address").to_pylist():
+                base = next((b for b in bases if address.startswith(b)), None)
+                keep.append(base is None or not under_any(address[len(base):], nested[base]))
+            yield batch.filter(pa.array(keep, pa.bool_()))
+
+    return outside

@@ -16,6 +16,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Iterable
 
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 
@@ -76,3 +77,55 @@ def hidden(key: str, partition_fields: frozenset[str]) -> bool:
         return True
     return any(part[:1] in ("_", ".") and not ("=" in part and part.split("=", 1)[0] in partition_fields)
                for part in folders)
+
+
+# -- tables inside tables --------------------------------------------------------------------------
+# A table's location may hold another table's (a sub-folder, or a warehouse-wide table above its
+# siblings): the other table's files, orphans included, are its own business, never the holder's.
+# Locations here are *real* ones (symlinks resolved, `real_location`), so a nested table is found
+# however its location is spelled.
+
+def relation(a: Location, b: Location) -> str:
+    """How `a` stands to `b`: "same", "inside" (a lies under b), "holds" (b lies under a) or "apart"."""
+    if within(a, b):
+        return "same" if within(b, a) else "inside"
+    return "holds" if within(b, a) else "apart"
+
+
+def nested_locations(root: Location, others: Iterable[Location]) -> list[Location]:
+    """The locations strictly under `root`, outermost only (one nested inside another goes with
+    it), sorted: the subtrees a listing of `root` leaves out. A location equal to `root` is not
+    nested: that table shares the root, and its references protect its files there."""
+    inner = {o for o in others if relation(o, root) == "inside"}
+    return sorted((o for o in inner if not any(relation(o, p) == "inside" for p in inner)), key=lambda o: o.path)
+
+
+def key_prefix(root: Location, nested: Location) -> str:
+    """The key prefix (`b/c/`) of a location nested under `root`, as a listing of `root` spells keys."""
+    return nested.path[len(root.path.rstrip("/")) + 1:] + "/"
+
+
+def under_any(key: str, prefixes: Iterable[str]) -> bool:
+    return any(key.startswith(p) for p in prefixes)
+
+
+def listing_plan(targets: Iterable[Location], others: Iterable[Location]) -> list[tuple[Location, list[Location]]]:
+    """The locations to list (shortest first) and, for each, the other tables' locations nested
+    in it to leave out. A target inside another target's location is covered by that listing,
+    unless a location left out of it holds the target: then the target is listed on its own."""
+    others = list(others)
+    plan: list[tuple[Location, list[Location]]] = []
+    for target in sorted(set(targets), key=lambda t: (len(t.path), t.scheme, t.authority, t.path)):
+        covered = any(within(target, root) and not any(within(target, o) for o in out) for root, out in plan)
+        if not covered:
+            plan.append((target, nested_locations(target, others)))
+    return plan
+
+
+def symlink_conflict(written_a: Location, real_a: Location, written_b: Location, real_b: Location) -> bool:
+    """Two table locations overlap once symlinks are resolved, but not as they are written: one is,
+    or is reached through, a symlink into the other. Such a pair is refused, not collected: its
+    files are named by one path in one table's metadata and found under another by the other's
+    listing, so no reference could protect them."""
+    real = relation(real_a, real_b)
+    return real != "apart" and relation(written_a, written_b) != real
