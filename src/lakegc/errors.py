@@ -77,3 +77,8 @@ class MetastoreError(LakegcError):
 
 class ConcurrentUpdate(LakegcError):
     """Someone else moved the branch while we worked; the caller may retry."""
+
+
+class CorruptMetadata(LakegcError):
+    """A range or metarange whose content does not hash to its id (tampered with, truncated,
+    replaced, unreadable or missing). Nothing may trust it: a GC run fails rather than delete."""

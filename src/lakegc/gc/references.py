@@ -19,9 +19,9 @@ from lakegc.errors import LakegcError
 from lakegc.gc.active import CommitNode
 from lakegc.gc.arrowio import read_parquet, write_driver_parquet
 from lakegc.metastore import schema as t
-from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX
+from lakegc.repo.trees import read_metarange, read_range
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, normalize_location, read_table, relative_to
+from lakegc.storage import Storage, normalize_location, relative_to
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,7 +106,7 @@ def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, boo
         rows = 0
         for batch in batches:
             for mid, active in zip(batch.column("metarange_id").to_pylist(), batch.column("active").to_pylist()):
-                table = read_table(storage, METARANGES_PREFIX + mid, ["range_id", "min_path"])
+                table = read_metarange(storage, mid).select(["range_id", "min_path"])  # verified whole
                 pending.append(table.append_column("active", pa.repeat(pa.scalar(active), table.num_rows)))
                 rows += table.num_rows
                 if rows >= _DEDUP_ROWS:
@@ -160,8 +160,9 @@ def range_addresses(spark: "SparkSession", storage: Storage, ranges: "DataFrame"
 
 
 def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Array:
-    """The namespace keys one range references (entries outside the namespace left out)."""
-    table = read_table(storage, RANGES_PREFIX + range_id, ["address", "address_kind"])
+    """The namespace keys one range references (entries outside the namespace left out). The range
+    is read whole: every column counts in the hash that proves it is the range its id names."""
+    table = read_range(storage, range_id)
     if pc.all(pc.equal(table.column("address_kind"), "relative")).as_py() is not False:
         return table.column("address").combine_chunks()  # the common case: no Python objects
     pairs = zip(table.column("address").to_pylist(), table.column("address_kind").to_pylist())

@@ -18,8 +18,10 @@ from datetime import datetime, timezone
 from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakegc.errors import CorruptMetadata, ObjectNotFound
 from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
 from lakegc.storage import Storage, read_table
 from lakegc.timeutil import as_utc
@@ -85,6 +87,81 @@ def metarange_id(ranges: list[RangeRef]) -> str:
     return hashlib.sha256("\n".join(r.id for r in ranges).encode()).hexdigest()
 
 
+# -- verified reads: a tree file is trusted only when its content hashes to its id ------------------
+def verify_range(table: pa.Table, rid: str) -> pa.Table:
+    """`table`, when it is the range `rid`: exactly the bytes `range_id` hashes, built column-wise
+    in Arrow (GC reads about a million entries a run; a Python loop over them would cost seconds).
+    Anything else, a truncated, replaced or reshaped range included, raises CorruptMetadata."""
+    what = f"range {RANGES_PREFIX}{rid}"
+    _check_shape(table, RANGE_SCHEMA, what, nullable="metadata")
+    last = pc.binary_join_element_wise(pc.fill_null(table["metadata"], "\x02"), "\x01", "")  # ends the entry
+    entries = pc.binary_join_element_wise(
+        table["path"], table["address"], table["address_kind"], pc.cast(table["size"], pa.string()),
+        table["checksum"], _isoformat(table["mtime"]), last, "\x00")
+    if _sha256(entries) != rid:
+        raise CorruptMetadata(f"{what}: its content does not match its id")
+    return table
+
+
+def verify_metarange(table: pa.Table, mid: str) -> pa.Table:
+    """`table`, when it is the metarange `mid` (its range ids, in order, hash to `mid`); else raises
+    CorruptMetadata. Only the ids are hashed: the paths and counts beside them are hints."""
+    what = f"metarange {METARANGES_PREFIX}{mid}"
+    _check_shape(table, METARANGE_SCHEMA, what)
+    lines = pc.binary_join_element_wise(table["range_id"], "", "\n")
+    if _sha256(lines, drop_last=1) != mid:  # the ids joined by "\n": every id's "\n" but the last
+        raise CorruptMetadata(f"{what}: its content does not match its id")
+    return table
+
+
+def read_range(storage: Storage, rid: str) -> pa.Table:
+    return verify_range(_read_tree_file(storage, "range", RANGES_PREFIX + rid), rid)
+
+
+def read_metarange(storage: Storage, mid: str) -> pa.Table:
+    return verify_metarange(_read_tree_file(storage, "metarange", METARANGES_PREFIX + mid), mid)
+
+
+def _read_tree_file(storage: Storage, kind: str, key: str) -> pa.Table:
+    try:
+        return read_table(storage, key)
+    except ObjectNotFound:
+        raise CorruptMetadata(f"{kind} {key} is missing: a tree refers to it") from None
+    except pa.ArrowException as exc:
+        detail = (str(exc).strip() or type(exc).__name__).splitlines()[0][:200]
+        raise CorruptMetadata(f"{kind} {key}: its content does not match its id (not Parquet: {detail})") from None
+
+
+def _check_shape(table: pa.Table, schema: pa.Schema, what: str, nullable: str = "") -> None:
+    if not table.schema.equals(schema):
+        columns = ", ".join(f"{f.name} {f.type}" for f in table.schema)
+        raise CorruptMetadata(f"{what}: its content does not match its id (columns: {columns or 'none'})")
+    nulls = [name for name in table.column_names if name != nullable and table[name].null_count]
+    if nulls:
+        raise CorruptMetadata(f"{what}: its content does not match its id (nulls in {', '.join(nulls)})")
+
+
+def _isoformat(mtimes: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`as_utc(mtime).isoformat()` of UTC microsecond timestamps: `2026-01-02T03:04:05+00:00`, with
+    `.ffffff` when the microseconds are not zero. Arrow's own casts (YYYY-MM-DD, HH:MM:SS.ffffff)
+    cost a tenth of `strftime`; a clock's ".000000" can only be its fraction."""
+    date = pc.cast(mtimes, pa.date32()).cast(pa.string())
+    clock = mtimes.cast(pa.timestamp("us")).cast(pa.time64("us")).cast(pa.string())
+    return pc.binary_join_element_wise(date, "T", pc.replace_substring(clock, ".000000", ""), "+00:00", "")
+
+
+def _sha256(strings: pa.ChunkedArray, drop_last: int = 0) -> str:
+    """SHA-256 of the strings end to end (less their last `drop_last` bytes), straight from Arrow's
+    value buffer: no Python object per string."""
+    array = strings.combine_chunks()
+    if not len(array):
+        return hashlib.sha256().hexdigest()
+    _, offsets, values = array.buffers()
+    bounds = memoryview(offsets).cast("i")
+    start, end = bounds[array.offset], bounds[array.offset + len(array)] - drop_last
+    return hashlib.sha256(memoryview(values)[start:end]).hexdigest()
+
+
 class TreeStore:
     """Reads and writes ranges and metaranges in one namespace; caches what it has read."""
 
@@ -99,13 +176,18 @@ class TreeStore:
         key = RANGES_PREFIX + rid
         if not self.storage.exists(key):
             self.storage.write(key, _to_parquet(_range_table(entries)))
+        elif rid not in self._ranges:
+            read_range(self.storage, rid)  # a new tree must not take up a tampered range
         self._ranges[rid] = entries
         return RangeRef(rid, entries[0].path, entries[-1].path, len(entries))
 
     def write_metarange(self, ranges: list[RangeRef]) -> str:
         mid = metarange_id(ranges)
         key = METARANGES_PREFIX + mid
-        if not self.storage.exists(key):
+        if self.storage.exists(key):
+            if mid not in self._metaranges:
+                read_metarange(self.storage, mid)  # a commit must not point at a tampered metarange
+        else:
             table = pa.table({
                 "range_id": [r.id for r in ranges], "min_path": [r.min_path for r in ranges],
                 "max_path": [r.max_path for r in ranges], "count": [r.count for r in ranges],
@@ -121,14 +203,14 @@ class TreeStore:
     # -- reading ------------------------------------------------------------
     def ranges(self, mid: str) -> list[RangeRef]:
         if mid not in self._metaranges:
-            table = read_table(self.storage, METARANGES_PREFIX + mid)
+            table = read_metarange(self.storage, mid)
             self._metaranges[mid] = [RangeRef(r["range_id"], r["min_path"], r["max_path"], r["count"])
                                     for r in table.to_pylist()]
         return self._metaranges[mid]
 
     def range_entries(self, rid: str) -> list[Entry]:
         if rid not in self._ranges:
-            table = read_table(self.storage, RANGES_PREFIX + rid)
+            table = read_range(self.storage, rid)
             self._ranges[rid] = [_entry(row) for row in table.to_pylist()]
         return self._ranges[rid]
 
