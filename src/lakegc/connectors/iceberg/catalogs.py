@@ -9,7 +9,9 @@ what they reference, as the collected catalog's own do, and their locations are 
 listing like any nested table's; a configured catalog that cannot be read fails the run, since
 safety can no longer be proved. The same catalog configured under two names is recognised by
 identical table states (UUID and metadata file), not read twice as a copy that would pin the
-snapshots being expired.
+snapshots being expired. A copy registered elsewhere (`register_table`) in that very state is told
+apart once the expiry commit moves the collected table: the sweep's re-read finds it changed and
+keeps what it still references (a dry run's candidates may list those files).
 """
 
 from __future__ import annotations

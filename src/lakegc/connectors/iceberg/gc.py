@@ -1,7 +1,7 @@
 """Iceberg table GC (seed 004's Nessie GC job, for plain Iceberg catalogs; CLI.md `iceberg gc`):
 expire snapshots, then delete the files under each table's location that nothing references.
 
-Safety rests on four rules:
+Safety rests on five rules:
 - What is reachable is decided across the whole catalog, not per table: every file any table
   still references (a retained snapshot of a table being collected, any snapshot of the others)
   is kept. Tables whose locations share or nest are therefore collected together, and a table that
@@ -148,7 +148,9 @@ def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: l
     from pyspark.sql import functions as F
 
     cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
-    timed("listing table locations", ", ".join(r.uri for r in roots))
+    left_out = sum(len(r.leave_out) for r in roots)
+    timed("listing table locations", ", ".join(r.uri for r in roots)
+          + (f"; {left_out} nested table location(s) left out" if left_out else ""))
     fields = frozenset(f.name for t in tables if t.target for spec in t.table.metadata.partition_specs
                        for f in spec.fields)
     listing = _list(spark, roots, cutoff, fields).persist()
