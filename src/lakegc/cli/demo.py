@@ -35,8 +35,8 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
         lake_demo = build_demo(lake, directory / "namespace")
     repo = lake_demo.repo
     set_rules(repo, GcRules.model_validate(RULES))
-    output.console.print(f"[bold]Demo repository[/bold] lakegc://{repo.name} at {repo.info.storage_namespace}: "
-                         f"{namespace_objects(repo)} objects under data/, rules {RULES}", markup=True)
+    output.say(f"Demo repository lakegc://{repo.name} at {repo.info.storage_namespace}: "
+               f"{namespace_objects(repo)} objects under data/, rules {RULES}")
     output.table("COMMIT", "DATE", "MESSAGE", title="lakegc log lakegc://demo/main",
                  rows=[[c.id[:12], output.when(c.creation_date), c.message] for c in repo.log("main")])
     with progress("GC demo", quiet=False) as phase:
@@ -44,5 +44,5 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
     print_summary(summary, as_json=False)
     output.table("DELETED ADDRESS", "SIZE", "REASON", title="What GC collected",
                  rows=[[r["address"], r["size"], r["reason"]] for r in candidate_rows(repo.storage, summary.run_id, None)])
-    output.console.print(f"{namespace_objects(repo)} objects left under data/. Explore with: "
-                         f"lakegc --metastore {metastore} gc runs lakegc://demo", markup=False)
+    output.say(f"{namespace_objects(repo)} objects left under data/. Explore with: "
+               f"lakegc --metastore {metastore} gc runs lakegc://demo")

@@ -35,7 +35,7 @@ def upload(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--sour
     if as_json:
         output.emit_json(output.entry_doc(repo, entry))
     else:
-        output.console.print(f"{target}: {entry.size} bytes staged at {repo.physical_address(entry)}", markup=False)
+        output.say(f"{target}: {entry.size} bytes staged at {repo.physical_address(entry)}")
 
 
 @app.command("cat")
@@ -77,7 +77,7 @@ def rm(ctx: typer.Context, uri: str) -> None:
     """Stage the deletion of an object."""
     target = parse_uri(uri, need_path=True)
     state(ctx).repo(target).remove(target.ref, target.path)
-    output.console.print(f"{target}: deletion staged", markup=False)
+    output.say(f"{target}: deletion staged")
 
 
 @app.command("cp")
@@ -91,7 +91,7 @@ def cp(ctx: typer.Context, source: str, dest: str, as_json: bool = JSON) -> None
     if as_json:
         output.emit_json(output.entry_doc(repo, entry))
     else:
-        output.console.print(f"{src} -> {dst}", markup=False)
+        output.say(f"{src} -> {dst}")
 
 
 @app.command("link")
@@ -107,7 +107,7 @@ def link(ctx: typer.Context, uri: str,
     if as_json:
         output.emit_json(output.entry_doc(repo, entry))
     else:
-        output.console.print(f"{target}: linked to {repo.physical_address(entry)}", markup=False)
+        output.say(f"{target}: linked to {repo.physical_address(entry)}")
 
 
 @app.command("get-address")

@@ -22,6 +22,7 @@ from lakegc.gc.job import GcOptions, run_gc, sweep_run
 from lakegc.gc.rules import parse_rules
 from lakegc.gc.report import render_report, summary_rows
 from lakegc.gc.runs import RunStore, RunSummary, output_keys, report_key
+from lakegc.redact import mask_doc, shown
 from lakegc.timeutil import parse_duration
 from lakegc.uri import parse_uri
 
@@ -41,7 +42,7 @@ def set_config(ctx: typer.Context, uri: str, file: str = typer.Option(..., "-f",
     repo = state(ctx).lake.repository(_repo_uri(uri))
     text = sys.stdin.read() if file == "-" else _read_file(file)
     set_rules(repo, parse_rules(text))
-    output.console.print(f"GC rules set for {repo.name!r}", markup=False)
+    output.say(f"GC rules set for {repo.name!r}")
 
 
 @app.command("get-config")
@@ -64,7 +65,7 @@ def delete_config(ctx: typer.Context, uri: str) -> None:
     repo = state(ctx).lake.repository(_repo_uri(uri))
     if not delete_rules(repo):
         output.fail(f"no GC rules set for repository {repo.name!r}")
-    output.console.print(f"GC rules deleted for {repo.name!r}", markup=False)
+    output.say(f"GC rules deleted for {repo.name!r}")
 
 
 @app.command("run")
@@ -122,7 +123,7 @@ def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
         key = report_key(run_id)
         if not repo.storage.exists(key):  # runs recorded before reports existed: render from the record
             repo.storage.write(key, render_report(summary).encode())
-        print(repo.storage.full_uri(key))
+        output.say(repo.storage.full_uri(key))
         return
     print_summary(summary, as_json)
 
@@ -138,7 +139,7 @@ def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
     if as_json:
         sys.stdout.write("[")
         for i, row in enumerate(rows):
-            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(row))
+            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(row)))
         sys.stdout.write("\n]\n")
     else:
         output.table("ADDRESS", "SIZE", "MTIME", "REASON",
@@ -168,14 +169,14 @@ def print_summary(summary: RunSummary, as_json: bool) -> None:
 def progress(title: str, quiet: bool) -> Iterator:  # type: ignore[type-arg]
     """Phases as a live list on a terminal's stderr; elsewhere one line per phase, none when `quiet`
     (spark-submit merges stderr into stdout, which must hold only the JSON)."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                   console=output.err_console, transient=False, disable=not output.err_console.is_terminal) as progress:
         current: list[int] = []
 
         def phase(name: str, detail: str = "") -> None:
             if current:
                 progress.update(current[-1], completed=1, total=1)
-            line = f"{title}: {name}" + (f" ({detail})" if detail else "")
+            line = shown(f"{title}: {name}" + (f" ({detail})" if detail else ""))
             current.append(progress.add_task(line, total=None))
             if not output.err_console.is_terminal and not quiet:
                 output.err_console.print(line, markup=False, highlight=False)

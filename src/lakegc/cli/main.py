@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
@@ -14,23 +16,39 @@ from typer.core import TyperGroup
 
 from lakegc.cli import output
 from lakegc.errors import LakegcError
+from lakegc.failures import cause, jvm_gone
 from lakegc.metastore import Metastore
+from lakegc.redact import mask_secrets, shown
 from lakegc.repo.repository import Lake, Repository
 from lakegc.uri import LakeUri
 
 
 class _Group(TyperGroup):
-    """Every command's errors end here: LakegcError and database or OS failures become one line, exit 1."""
+    """Every command's errors end here as one `error:` line naming the cause, exit 1; with --debug
+    the traceback comes first (on stderr, credentials masked)."""
 
     def invoke(self, ctx: typer.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except LakegcError as exc:
-            output.fail(str(exc))
-        except sa.exc.SQLAlchemyError as exc:
-            output.fail(f"metastore: {getattr(exc, 'orig', None) or exc}")
-        except OSError as exc:
-            output.fail(f"storage: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):
+            raise  # exit codes and usage errors: typer's own
+        except Exception as exc:
+            if getattr(ctx.find_root().obj, "debug", False):
+                sys.stderr.writelines(shown(line) + "\n" for line in "".join(traceback.format_exception(exc)).split("\n")[:-1])
+                sys.stderr.flush()
+            output.fail(error_message(exc))
+
+
+def error_message(exc: Exception) -> str:
+    """lakegc's own errors as written; metastore and storage failures named so; anything else (a
+    Spark executor's error, a dead JVM, a bug) by its cause."""
+    if isinstance(exc, LakegcError):
+        return str(exc)
+    if isinstance(exc, sa.exc.SQLAlchemyError):
+        return "metastore: " + str(getattr(exc, "orig", None) or exc).strip().split("\n")[0]
+    if isinstance(exc, OSError) and not jvm_gone(exc):
+        return f"storage: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    return cause(exc)
 
 
 def new_app(help_text: str) -> typer.Typer:
@@ -41,6 +59,7 @@ def new_app(help_text: str) -> typer.Typer:
 @dataclass
 class State:
     metastore_url: str | None
+    debug: bool = False
 
     @cached_property
     def lake(self) -> Lake:
@@ -71,8 +90,11 @@ def _root(
     ctx: typer.Context,
     metastore: Optional[str] = typer.Option(None, "--metastore", envvar="LAKEGC_METASTORE", metavar="URL",
                                             help="SQLAlchemy URL (default sqlite:///$LAKEGC_HOME/lakegc.db)."),
+    debug: bool = typer.Option(False, "--debug", help="On an error, print its traceback before the error line "
+                                                        "(and let libraries log to stderr)."),
 ) -> None:
-    ctx.obj = State(metastore)
+    ctx.obj = State(metastore, debug)
+    _LibraryLogs.enabled = debug
 
 
 def _register() -> None:
@@ -93,10 +115,26 @@ def _register() -> None:
 _register()
 
 
+class _LibraryLogs(logging.StreamHandler):
+    """The console script's root log handler: what libraries log (Py4J logs the broken connection
+    of a JVM that died, traceback and all) reaches stderr only under --debug; otherwise the one
+    error line says what went wrong."""
+
+    enabled = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.enabled:
+            super().emit(record)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_secrets(super().format(record))
+
+
 def run() -> None:
     """The console script. Once its output is flushed it leaves with `os._exit`, skipping the
     interpreter's teardown: pyarrow's native thread pools can abort that teardown (std::terminate,
     exit -6; apache/arrow#34314), turning a command that finished into a crash."""
+    logging.getLogger().addHandler(_LibraryLogs(sys.stderr))
     try:
         app(prog_name="lakegc")
         code = 0

@@ -1,4 +1,7 @@
-"""How results look: exactly one JSON document with --json, rich tables otherwise; errors as one line."""
+"""How results look: exactly one JSON document with --json, rich tables otherwise; errors as one line.
+
+Everything printed here has its credentials masked (`lakegc.redact`), and what a terminal shows has
+its control characters escaped: an object named `\x1b[2J` is listed as written, not obeyed."""
 
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
+from lakegc.redact import mask_doc, shown
 from lakegc.repo.repository import Repository
 from lakegc.timeutil import epoch_seconds
 
@@ -20,28 +25,34 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """The one place a user-facing error is printed: a single `error:` line, no traceback."""
-    first = " ".join(message.split("\n")[0].split())
-    err_console.print(f"error: {first}", markup=False, soft_wrap=True)
+    """The one place a user-facing error is printed: a single `error:` line, no traceback. A
+    newline inside it (a name's, say) is escaped, not a second line."""
+    err_console.print(f"error: {shown(message.strip())}", markup=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """A risk the user chose: said once on stderr, the command goes on."""
-    err_console.print(f"warning: {message}", markup=False, soft_wrap=True)
+    err_console.print(f"warning: {shown(message.strip())}", markup=False, soft_wrap=True)
+
+
+def say(message: str, *, err: bool = False) -> None:
+    """A line of plain text for people (stdout, or stderr with `err`), names shown as written."""
+    (err_console if err else console).print(shown(message), markup=False, highlight=False, soft_wrap=True)
 
 
 def emit_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    """One JSON document (json.dumps escapes control characters itself)."""
+    sys.stdout.write(json.dumps(mask_doc(doc), indent=2) + "\n")
     sys.stdout.flush()  # under spark-submit the JVM may outlive an unflushed Python child
 
 
 def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:
-    out = Table(title=title, box=None, header_style="bold", pad_edge=False)
+    out = Table(title=Text(shown(title)) if title else None, box=None, header_style="bold", pad_edge=False)
     for i, column in enumerate(columns):
         out.add_column(column, no_wrap=i == 0, overflow="fold")
     for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row))
+        out.add_row(*(Text("" if v is None else shown(str(v))) for v in row))  # Text: a "[b]" in a name is no markup
     console.print(out)
 
 

@@ -30,8 +30,8 @@ def repo_create(ctx: typer.Context, uri: str, namespace: str,
     if as_json:
         output.emit_json(output.repo_doc(info))
     else:
-        output.console.print(f"Repository {info.name!r} created at {info.storage_namespace} "
-                             f"(default branch {info.default_branch!r})", markup=False)
+        output.say(f"Repository {info.name!r} created at {info.storage_namespace} "
+                   f"(default branch {info.default_branch!r})")
 
 
 @repo_app.command("list")
@@ -53,7 +53,7 @@ def repo_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     st.repo(target)
     confirm(yes, f"delete repository {target.repo!r}")
     st.lake.delete_repository(target.repo)
-    output.console.print(f"Repository {target.repo!r} deleted", markup=False)
+    output.say(f"Repository {target.repo!r} deleted")
 
 
 @branch_app.command("create")
@@ -66,7 +66,7 @@ def branch_create(ctx: typer.Context, uri: str, source: str = typer.Option(..., 
     if as_json:
         output.emit_json(output.branch_doc(branch))
     else:
-        output.console.print(f"Branch {branch.name!r} created at {branch.head}", markup=False)
+        output.say(f"Branch {branch.name!r} created at {branch.head}")
 
 
 @branch_app.command("delete")
@@ -76,7 +76,7 @@ def branch_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     repo = state(ctx).repo(target)
     confirm(yes, f"delete branch {target.ref!r}")
     repo.delete_branch(target.ref)
-    output.console.print(f"Branch {target.ref!r} deleted", markup=False)
+    output.say(f"Branch {target.ref!r} deleted")
 
 
 @branch_app.command("list")
@@ -96,7 +96,7 @@ def branch_reset(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     repo = state(ctx).repo(target)
     confirm(yes, f"drop all uncommitted changes of branch {target.ref!r}")
     dropped = repo.reset_branch(target.ref)
-    output.console.print(f"Branch {target.ref!r} reset: {dropped} staged change(s) dropped", markup=False)
+    output.say(f"Branch {target.ref!r} reset: {dropped} staged change(s) dropped")
 
 
 @branch_app.command("revert")
@@ -128,7 +128,7 @@ def tag_create(ctx: typer.Context, uri: str, ref: str, as_json: bool = JSON) -> 
     if as_json:
         output.emit_json(output.tag_doc(tag))
     else:
-        output.console.print(f"Tag {tag.name!r} created at {tag.commit_id}", markup=False)
+        output.say(f"Tag {tag.name!r} created at {tag.commit_id}")
 
 
 @tag_app.command("delete")
@@ -136,7 +136,7 @@ def tag_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     """Delete a tag (the commit stays)."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
     state(ctx).repo(target).delete_tag(target.ref)
-    output.console.print(f"Tag {target.ref!r} deleted", markup=False)
+    output.say(f"Tag {target.ref!r} deleted")
 
 
 @tag_app.command("list")

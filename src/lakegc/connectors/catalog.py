@@ -38,7 +38,8 @@ from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
 from lakegc.gc.report import duration_text
 from lakegc.gc.runs import RunState
 from lakegc.gc.sweep import delete_objects
-from lakegc.metastore import safe_url, sql_url
+from lakegc.metastore import sql_url
+from lakegc.redact import mask_secrets
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class ParquetFileCatalog:
     """The catalog's `parquet_file` table: the few statements GC runs against it."""
 
     def __init__(self, url: str):
-        self.url, self.shown = url, safe_url(url)
+        self.url, self.shown = url, mask_secrets(url)
         try:
             parsed = sql_url(url)
             if parsed.get_backend_name() == "sqlite" and not (parsed.database and Path(parsed.database).is_file()):

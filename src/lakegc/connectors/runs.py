@@ -13,14 +13,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from lakegc.errors import LakegcError
+from lakegc.failures import cause
 from lakegc.gc.ages import listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
-from lakegc.gc.job import one_line
 from lakegc.gc.mark import CANDIDATES_SCHEMA
 from lakegc.gc.report import age_histogram, bars_svg, human_bytes, page, report_top
 from lakegc.gc.runs import RunState, check_transition, new_run_id
 from lakegc.gc.sweep import deletion_stats
 from lakegc.metastore import lakegc_home
+from lakegc.redact import mask_doc
 from lakegc.storage import Storage, open_storage
 from lakegc.timeutil import utcnow
 
@@ -64,6 +65,10 @@ class ConnectorRun:
         doc["state"] = str(self.state)
         return doc
 
+    def masked(self) -> "ConnectorRun":
+        """The run as it may be written down: every credential in it masked."""
+        return ConnectorRun(**{**mask_doc(asdict(self)), "state": self.state})
+
     def transition(self, to: RunState) -> None:
         check_transition(self.run_id, self.state, to)
         self.state = to
@@ -88,6 +93,7 @@ class RunFolder:
         return [o.key for o in self.storage.list(self.key(name) + "/") if o.key.endswith(".parquet")]
 
     def write_summary(self, run: ConnectorRun) -> None:
+        run = run.masked()
         self.storage.write(self.key("summary.json"), json.dumps(run.to_json(), indent=2).encode())
         self.storage.write(self.key("report.html"), render_report(run).encode())
 
@@ -108,7 +114,7 @@ def recorded(run: ConnectorRun, folder: RunFolder) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        run.error = one_line(exc)
+        run.error = cause(exc)
         run.transition(RunState.FAILED)
         folder.write_summary(run)
         if isinstance(exc, Exception) and not isinstance(exc, LakegcError):

@@ -8,7 +8,6 @@ so before any deletion. Under spark-submit, see `lakegc.submit`.
 from __future__ import annotations
 
 import json
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -16,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
+from lakegc.failures import cause
 from lakegc.gc.config import get_rules
 from lakegc.gc.incremental import Plan, plan
 from lakegc.gc.lease import Lease
@@ -173,7 +173,7 @@ def _recorded(store: RunStore, repo: Repository, summary: RunSummary) -> Iterato
     try:
         yield
     except BaseException as exc:
-        summary.error = one_line(exc)
+        summary.error = cause(exc)
         try:
             store.transition(summary, RunState.FAILED)
         except IllegalTransition:
@@ -202,16 +202,6 @@ class PhaseTimer:
         if self.current is not None:
             self.summary.phases[self.current] = round(time.monotonic() - self.started, 3)
             self.current = None
-
-
-def one_line(exc: BaseException) -> str:
-    """The first meaningful line of an error, including errors raised inside Spark executors."""
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("lakegc.", "LakegcError", "ObjectNotFound", "OSError", "PermissionError")) or "Error:" in line:
-            return re.sub(r"^lakegc(\.\w+)+: ", "", line)[:500]  # our own error, raised on an executor
-    return text.splitlines()[0][:500]
 
 
 def _spark(options: GcOptions) -> "SparkSession":

@@ -18,6 +18,7 @@ from lakegc.errors import LakegcError, NotFound
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
 from lakegc.gc.report import render_report
+from lakegc.redact import mask_doc, mask_secrets
 from lakegc.storage import Storage
 from lakegc.timeutil import utcnow
 
@@ -110,6 +111,10 @@ class RunSummary:
         values["state"] = RunState(values["state"])
         return cls(**values)
 
+    def masked(self) -> "RunSummary":
+        """The summary as it may be written down: every credential in it masked."""
+        return RunSummary.from_json(mask_doc(self.to_json()))
+
 
 class RunStore:
     """The gc_runs table: one row per run, state changes are compare-and-set."""
@@ -123,7 +128,7 @@ class RunStore:
             conn.execute(t.gc_runs.insert().values(
                 id=summary.run_id, repository=self.repository, kind="repository", state=str(summary.state),
                 started_at=datetime.fromisoformat(summary.started_at), parameters=parameters,
-                counts=summary.to_json(), error=None))
+                counts=summary.masked().to_json(), error=None))
 
     def transition(self, summary: RunSummary, to: RunState) -> None:
         """Move `summary` to state `to`, but only from the state it is in: anything else is loud."""
@@ -135,7 +140,8 @@ class RunStore:
         with self.ms.write() as conn:
             moved = conn.execute(t.gc_runs.update().where(
                 t.gc_runs.c.id == summary.run_id, t.gc_runs.c.state == str(frm),
-            ).values(state=str(to), counts=summary.to_json(), error=summary.error,
+            ).values(state=str(to), counts=summary.masked().to_json(),
+                     error=mask_secrets(summary.error) if summary.error else None,
                      finished_at=datetime.fromisoformat(summary.finished_at) if summary.finished_at else None)).rowcount
             if not moved:
                 current = conn.execute(sa.select(t.gc_runs.c.state).where(t.gc_runs.c.id == summary.run_id)).scalar()
@@ -169,6 +175,7 @@ def _summary(row: sa.Row) -> RunSummary:
 
 def write_summary(storage: Storage, summary: RunSummary) -> None:
     """summary.json and the report people read, side by side (also for failed runs)."""
+    summary = summary.masked()
     storage.write(run_prefix(summary.run_id) + "summary.json", json.dumps(summary.to_json(), indent=2).encode())
     storage.write(report_key(summary.run_id), render_report(summary).encode())
 

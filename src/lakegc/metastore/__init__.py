@@ -13,6 +13,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from lakegc.errors import MetastoreError
 from lakegc.metastore import schema
+from lakegc.redact import mask_secrets
 from lakegc.timeutil import utcnow
 
 SCHEMA_VERSION = 2
@@ -47,9 +48,9 @@ class Metastore:
         try:
             self.engine = _create_engine(self.url)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
-            raise MetastoreError(f"invalid metastore URL {safe_url(self.url)!r}: {exc}") from None
+            raise MetastoreError(f"invalid metastore URL {mask_secrets(self.url)!r}: {exc}") from None
         except OSError as exc:
-            raise MetastoreError(f"metastore {safe_url(self.url)}: cannot create its folder: {exc.strerror}") from None
+            raise MetastoreError(f"metastore {mask_secrets(self.url)}: cannot create its folder: {exc.strerror}") from None
         self._ready = False
 
     @contextmanager
@@ -93,7 +94,7 @@ class Metastore:
                 schema.metadata.create_all(conn, checkfirst=True)
                 current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
                 if current > SCHEMA_VERSION:
-                    raise MetastoreError(f"metastore {safe_url(self.url)} has schema version {current}, newer than this "
+                    raise MetastoreError(f"metastore {mask_secrets(self.url)} has schema version {current}, newer than this "
                                          f"lakegc understands ({SCHEMA_VERSION}): upgrade lakegc")
                 for version in range(current + 1, SCHEMA_VERSION + 1):
                     if not fresh and version in MIGRATIONS:
@@ -176,12 +177,4 @@ def _errors(url: str) -> Iterator[None]:
     except sa.exc.DBAPIError as exc:
         if not isinstance(exc, sa.exc.OperationalError) and getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
             raise
-        raise MetastoreError(f"metastore {safe_url(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
-
-
-def safe_url(url: str) -> str:
-    """The URL with its password hidden, for error messages."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except (sa.exc.ArgumentError, ValueError):
-        return "<unparsable URL>"
+        raise MetastoreError(f"metastore {mask_secrets(url)}: {str(exc.orig).strip().splitlines()[0]}") from None

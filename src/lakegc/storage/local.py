@@ -7,7 +7,6 @@ import io
 import os
 import shutil
 import stat
-import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -73,7 +72,9 @@ class LocalStorage:
         path.parent.mkdir(parents=True, exist_ok=True)
         source = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
         digest = hashlib.md5(usedforsecurity=False)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+        # Not mkstemp, whose files are 0600: an object gets the mode the umask gives any new file.
+        tmp = str(path.parent / f"{_TMP_PREFIX}{os.urandom(8).hex()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "wb") as out:
                 while chunk := source.read(1 << 20):
