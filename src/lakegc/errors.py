@@ -79,6 +79,11 @@ class ConcurrentUpdate(LakegcError):
     """Someone else moved the branch while we worked; the caller may retry."""
 
 
+class UnsafeLocation(LakegcError):
+    """A location a delete must not touch: the filesystem root, a home folder, or one that holds or
+    lies inside a database, another repository's namespace or another table's location."""
+
+
 class CorruptMetadata(LakegcError):
     """A range or metarange whose content does not hash to its id (tampered with, truncated,
     replaced, unreadable or missing). Nothing may trust it: a GC run fails rather than delete."""

@@ -9,7 +9,7 @@ import typer
 
 from lakegc.cli import output
 from lakegc.cli.gc import parse_conf, progress
-from lakegc.cli.main import new_app
+from lakegc.cli.main import new_app, state
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.connectors.runs import ConnectorRun, summary_rows
@@ -26,6 +26,7 @@ CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable).")
 
 @catalog_app.command("gc")
 def catalog_gc(
+    ctx: typer.Context,
     catalog: str = typer.Option(..., "--catalog", metavar="URL", help="SQLAlchemy URL of the catalog database."),
     store: str = typer.Option(..., "--store", metavar="LOCATION", help="The object store: a folder or s3://bucket/prefix."),
     objectstore_cutoff: str = typer.Option("14d", "--objectstore-cutoff",
@@ -39,7 +40,7 @@ def catalog_gc(
     from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
 
     options = CatalogGcOptions(parse_duration(objectstore_cutoff), parse_duration(parquetfile_cutoff), dry_run, runs,
-                               master, parse_conf(conf))
+                               master, parse_conf(conf), state(ctx).metastore_url)
     with progress("catalog GC", quiet=as_json) as phase:
         run = run_catalog_gc(catalog, store, options, phase)
     print_run(run, as_json)

@@ -28,6 +28,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from lakegc.connectors.listing import location_folders, open_location
+from lakegc.connectors.protected import connector_protected
 from lakegc.connectors.runs import (ConnectorRun, count_candidates, default_runs_location, delete_recorded, recorded,
                                    start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
@@ -40,6 +41,7 @@ from lakegc.gc.runs import RunState
 from lakegc.gc.sweep import delete_objects
 from lakegc.metastore import sql_url
 from lakegc.redact import mask_secrets
+from lakegc.storage.guard import check_root
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class CatalogGcOptions:
     runs_location: str | None = None
     master: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    metastore: str | None = None  # the lakegc metastore whose places the store must stay out of
 
 
 def check_cutoffs(objectstore_cutoff: timedelta, parquetfile_cutoff: timedelta) -> None:
@@ -162,6 +165,8 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
     candidates, hard-delete the expired rows, delete the objects)."""
     check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
     catalog = ParquetFileCatalog(catalog_url)
+    runs_location = options.runs_location or default_runs_location()
+    check_root(store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)))
     catalog.check()
     storage = open_location(store, "store")
     now = utcnow()
@@ -174,8 +179,7 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
         "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
                               f"(rows soft-deleted before {(now - options.parquetfile_cutoff).isoformat()[:19]})",
     }
-    run, folder = start_run("catalog", storage.uri, options.dry_run, now, object_cutoff, settings,
-                            options.runs_location or default_runs_location())
+    run, folder = start_run("catalog", storage.uri, options.dry_run, now, object_cutoff, settings, runs_location)
     timed = PhaseTimer(run, phase)
     with recorded(run, folder):
         if spark is None:

@@ -24,6 +24,7 @@ from lakegc.gc.rules import KeepAll, PolicyOf, parse_cutoff, parse_policy, polic
 from lakegc.gc.runs import IllegalTransition, RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
 from lakegc.gc.sweep import sweep
 from lakegc.repo.repository import Lake, Repository
+from lakegc.storage.guard import check_root
 from lakegc.storage.namespace import MARKER
 from lakegc.timeutil import utcnow
 
@@ -60,7 +61,11 @@ def resolve_policies(repo: Repository, cutoffs: tuple[str, ...], default_cutoff:
 
 
 def check_namespace(repo: Repository) -> None:
-    """GC only a namespace that answers and says it belongs to this repository."""
+    """GC only a namespace that answers, says it belongs to this repository, and passes the
+    deletion guard: not the filesystem root or a home folder, holding no metastore database and,
+    through symlinks too, neither holding nor inside another repository's namespace."""
+    check_root(repo.info.storage_namespace, f"the namespace of repository {repo.name!r}",
+               repo.lake.protected_places(except_repository=repo.name))
     try:
         owner = json.loads(repo.storage.read(MARKER)).get("repository")
     except NamespaceError:

@@ -21,7 +21,8 @@ from lakegc.gc.arrowio import read_parquet, write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import read_metarange, read_range
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, normalize_location, relative_to
+from lakegc.storage import Storage, normalize_location
+from lakegc.storage.guard import namespace_key_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,8 +50,8 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
     """An address as a key of the namespace, or None when it lies outside (then GC ignores it)."""
     if kind == "relative":
         return address
-    try:
-        return relative_to(namespace, normalize_location(address))
+    try:  # through symlinks too: an alias of the namespace still names our object
+        return namespace_key_of(namespace, normalize_location(address))
     except LakegcError:  # an unparsable external address references nothing of ours
         return None
 

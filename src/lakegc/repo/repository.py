@@ -18,13 +18,14 @@ from lakegc.errors import (
     LakegcError, MergeConflict, NamespaceError, NothingToCommit, ObjectGone, ObjectNotFound,
     PathNotFound, RefNotFound, RepoNotFound,
 )
-from lakegc.metastore import Metastore
+from lakegc.metastore import Metastore, lakegc_home
 from lakegc.metastore import schema as t
 from lakegc.repo import graph, slices, tokens
 from lakegc.repo.merge import three_way
 from lakegc.repo.model import AddressKind, Branch, Change, ChangeType, Changes, Commit, Entry, RepositoryInfo, Tag
 from lakegc.repo.trees import TreeStore, as_changes
-from lakegc.storage import Storage, check_key, normalize_location, open_storage, read_location, relative_to
+from lakegc.storage import Storage, check_key, normalize_location, open_storage, read_location
+from lakegc.storage.guard import Protected, check_root, namespace_key_of, namespace_overlap, sqlite_file
 from lakegc.storage.namespace import claim_namespace
 from lakegc.timeutil import utcnow
 from lakegc.uri import validate_path, validate_ref_name, validate_repo_name
@@ -44,13 +45,16 @@ class Lake:
         validate_repo_name(name)
         validate_ref_name(default_branch)
         location = normalize_location(namespace)
+        check_root(location, "namespace", self.protected_places(repositories=False))
         now = utcnow()
         with self.metastore.write() as conn:
             if conn.execute(sa.select(t.repositories.c.name).where(t.repositories.c.name == name)).first():
                 raise AlreadyExists(f"repository {name!r} already exists")
-            for other, other_ns in conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace)):
-                if other_ns == location or relative_to(other_ns, location) or relative_to(location, other_ns):
-                    raise NamespaceError(f"namespace {location} overlaps repository {other!r} ({other_ns})")
+            others = [Protected(f"repository {other!r}", ns) for other, ns in
+                      conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace))]
+            overlap = namespace_overlap(location, others)
+            if overlap is not None:
+                raise NamespaceError(overlap)
             storage = open_storage(location)
             claim_namespace(storage, name)
             empty_tree = TreeStore(storage).build([])
@@ -60,6 +64,19 @@ class Lake:
             _insert_commit(conn, name, initial)
             conn.execute(t.branches.insert().values(repository=name, name=default_branch, head=initial.id))
         return RepositoryInfo(name, location, default_branch, now)
+
+    def protected_places(self, *, repositories: bool = True, except_repository: str | None = None) -> list[Protected]:
+        """What no delete may touch on behalf of this metastore: its database file, lakegc's home
+        (connector runs; a root inside it is fine), and every repository's namespace (but
+        `except_repository`'s)."""
+        places = [Protected("lakegc's home folder", str(lakegc_home().absolute()), inside_ok=True)]
+        db = sqlite_file(self.metastore.url)
+        if db is not None:
+            places.append(Protected("the lakegc metastore database", db))
+        if repositories:
+            places += [Protected(f"the namespace of repository {r.name!r}", r.storage_namespace)
+                       for r in self.repositories() if r.name != except_repository]
+        return places
 
     def repositories(self) -> list[RepositoryInfo]:
         with self.metastore.read() as conn:
@@ -240,6 +257,10 @@ class Repository:
             return name
 
     def stat(self, ref: str, path: str) -> Entry:
+        return self._locate(ref, path)[0]
+
+    def _locate(self, ref: str, path: str) -> tuple[Entry, str | None]:
+        """The entry `path` has on `ref`, and the commit whose tree held it (None: from staging)."""
         validate_path(path)
         with self.ms.read() as conn:
             commit_id, branch = self._resolve(conn, ref)
@@ -248,12 +269,12 @@ class Repository:
                 if staged is not None:
                     if staged.address is None:
                         raise PathNotFound(f"path {path!r} not found in {ref!r} (deleted, uncommitted)")
-                    return _entry_from_row(staged)
+                    return _entry_from_row(staged), None
             commit = self._commit(conn, commit_id)
         entry = self.trees.get(commit.metarange_id, path)
         if entry is None:
             raise PathNotFound(f"path {path!r} not found in {ref!r}")
-        return entry
+        return entry, commit_id
 
     def read(self, ref: str, path: str) -> bytes:
         entry = self.stat(ref, path)
@@ -297,7 +318,7 @@ class Repository:
         """Shallow copy: the new entry shares the source's object. An in-namespace address is
         recorded as copied, so GC keeps it until the copy is committed."""
         validate_path(dest_path)
-        source = self.stat(src_ref, src_path)
+        source, from_commit = self._locate(src_ref, src_path)
         entry = replace(source, path=dest_path, mtime=utcnow())
         with self.ms.write() as conn:
             self._branch_head(conn, dest_branch)
@@ -345,7 +366,7 @@ class Repository:
             location = normalize_location(address)
             if location == self.info.storage_namespace:
                 raise InvalidArgument(f"address {address!r} is the namespace itself, not an object")
-            key = relative_to(self.info.storage_namespace, location)
+            key = namespace_key_of(self.info.storage_namespace, location)
             if key is None:
                 return location, AddressKind.FULL
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -14,7 +15,7 @@ from typing import BinaryIO, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound
+from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, PathEscapesNamespace
 from lakegc.storage.base import LISTING_BATCH, LISTING_SCHEMA, DeleteOutcome, ObjectInfo, check_key
 
 _TMP_PREFIX = ".lakegc-tmp-"
@@ -41,17 +42,37 @@ class LocalStorage:
     def full_uri(self, key: str) -> str:
         return self._path(key).as_uri()
 
+    def _folder(self, prefix: str) -> str:
+        """The folder of a listing prefix, refused when a symlink lies on the way to it: a listing
+        that followed one would offer another folder's files as this namespace's garbage."""
+        folder = prefix.rstrip("/")
+        if not folder:
+            return str(self.root)
+        path = self._path(folder)
+        if os.path.realpath(path) != os.path.join(os.path.realpath(self.root), folder):
+            raise PathEscapesNamespace(f"{self.full_uri(folder)} is reached through a symlink: lakegc never lists "
+                                       "or deletes through one")
+        return str(path)
+
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]:
         """Files under `prefix` (a folder prefix, '' for the root), in key order."""
         folder = prefix.rstrip("/")
-        yield from _walk(str(self._path(folder) if folder else self.root), f"{folder}/" if folder else "", recursive)
+        yield from _walk(self._folder(folder), f"{folder}/" if folder else "", recursive)
 
     def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator[pa.RecordBatch]:
         folder = prefix.rstrip("/")
-        yield from _scan(str(self._path(folder) if folder else self.root), f"{folder}/" if folder else "", recursive)
+        yield from _scan(self._folder(folder), f"{folder}/" if folder else "", recursive)
+
+    def is_empty(self) -> bool:
+        """Nothing at all in the folder: a symlink or a special file counts (listings skip them)."""
+        try:
+            with os.scandir(self.root) as found:
+                return next(found, None) is None
+        except FileNotFoundError:
+            return True
 
     def list_dirs(self, prefix: str = "") -> list[str]:
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        base = self._folder(prefix)
         try:
             return sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
         except (FileNotFoundError, NotADirectoryError):
@@ -70,6 +91,7 @@ class LocalStorage:
     def write(self, key: str, data: bytes | BinaryIO) -> ObjectInfo:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._folder(key.rpartition("/")[0])  # never write through a symlink into someone else's folder
         source = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
         digest = hashlib.md5(usedforsecurity=False)
         # Not mkstemp, whose files are 0600: an object gets the mode the umask gives any new file.
@@ -88,13 +110,22 @@ class LocalStorage:
         return ObjectInfo(key, st.st_size, _mtime(st), digest.hexdigest())
 
     def delete_many(self, keys: Iterable[str]) -> list[DeleteOutcome]:
+        """Unlink each key through descriptors opened folder by folder from the root, none of them
+        following a symlink: a folder swapped for a symlink (before or during the run) makes its
+        keys fail, never deletes where the link points. A missing object counts as deleted."""
         outcomes = []
-        for key in keys:
-            try:
-                self._path(key).unlink(missing_ok=True)
-                outcomes.append(DeleteOutcome(key, True))
-            except (OSError, LakegcError) as exc:  # a bad key fails alone, and is recorded
-                outcomes.append(DeleteOutcome(key, False, str(exc)))
+        with _Folders(self.root) as folders:
+            for key in keys:
+                try:
+                    folder, _, name = check_key(key).rpartition("/")
+                    fd = folders.open(folder)
+                    if fd is not None:
+                        os.unlink(name, dir_fd=fd)
+                    outcomes.append(DeleteOutcome(key, True))
+                except FileNotFoundError:
+                    outcomes.append(DeleteOutcome(key, True))
+                except (OSError, LakegcError) as exc:  # a bad key fails alone, and is recorded
+                    outcomes.append(DeleteOutcome(key, False, _delete_error(exc)))
         return outcomes
 
     def exists(self, key: str) -> bool:
@@ -110,6 +141,58 @@ class LocalStorage:
     def remove_all(self) -> None:
         """Only for tests and demos that own the folder."""
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class _Folders:
+    """Directory descriptors for deleting, opened component by component with O_NOFOLLOW; the
+    last folder stays open, since deletes arrive grouped by folder."""
+
+    _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.current: tuple[str, int | None] | None = None
+
+    def __enter__(self) -> "_Folders":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def open(self, folder: str) -> int | None:
+        """A descriptor of `folder` (relative to the root), or None when it does not exist."""
+        if self.current is not None and self.current[0] == folder:
+            return self.current[1]
+        self._close()
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            fd = None
+        for part in folder.split("/") if folder and fd is not None else ():
+            try:
+                nxt = os.open(part, self._FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                nxt = None
+            except OSError:
+                os.close(fd)
+                raise
+            os.close(fd)
+            fd = nxt
+            if fd is None:
+                break
+        self.current = (folder, fd)
+        return fd
+
+    def _close(self) -> None:
+        if self.current is not None and self.current[1] is not None:
+            os.close(self.current[1])
+        self.current = None
+
+
+def _delete_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return "refused: a folder on its path is a symlink or not a folder (lakegc never deletes through a symlink)"
+    return str(exc)
 
 
 def _mtime(st: os.stat_result) -> datetime:

@@ -15,9 +15,8 @@ def claim_namespace(storage: Storage, repository: str) -> None:
     """Refuse a namespace that holds anything (another repository's marker, or foreign data GC
     would mistake for garbage), then mark it as ours."""
     storage.prepare()
-    first = next(iter(storage.list()), None)
-    if first is not None:
-        if first.key == MARKER:
+    if not storage.is_empty():
+        if storage.exists(MARKER):
             owner = json.loads(storage.read(MARKER)).get("repository", "?")
             raise NamespaceError(f"namespace {storage.uri} is already used by repository {owner!r}")
         raise NamespaceError(f"namespace {storage.uri} is not empty: a repository needs a namespace of its own")

@@ -156,6 +156,9 @@ class S3Storage:
             if page.get("Contents"):
                 yield listing_batch([self._info(obj) for obj in page["Contents"]])
 
+    def is_empty(self) -> bool:
+        return next(iter(self.list()), None) is None
+
     def list_dirs(self, prefix: str = "") -> list[str]:
         start = len(self.prefix) + len(prefix)
         return sorted(p["Prefix"][start:].rstrip("/") for page in self._pages(prefix, False)

@@ -1,0 +1,27 @@
+"""What a connector run must never clean, whatever location it is given (the deletion guard's
+list for `catalog gc`, `iceberg gc` and later connectors): its own run folder, the catalog's
+database file, and everything the lakegc metastore protects (its database, lakegc's home and every
+repository's namespace), when this machine has a lakegc metastore at all."""
+
+from __future__ import annotations
+
+import os
+
+from lakegc.metastore import default_url, lakegc_home
+from lakegc.storage.guard import Protected, sqlite_file
+
+
+def connector_protected(metastore_url: str | None, runs_location: str, catalog_urls: tuple[str, ...] = ()) -> list[Protected]:
+    places = [Protected("the run folder", runs_location),
+              Protected("lakegc's home folder", str(lakegc_home().absolute()), inside_ok=True)]
+    for url in catalog_urls:
+        db = sqlite_file(url)
+        if db is not None:
+            places.append(Protected("the catalog database", db))
+    url = metastore_url or default_url()
+    db = sqlite_file(url)
+    if db is not None and not os.path.exists(db):
+        return places  # no metastore here (a plain IOx or Iceberg user): nothing more to protect, and none created
+    from lakegc.repo.repository import Lake
+
+    return places + Lake(url).protected_places()
