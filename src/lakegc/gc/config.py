@@ -6,6 +6,7 @@ import json
 
 import sqlalchemy as sa
 
+from lakegc.gc.fence import check
 from lakegc.gc.rules import GcRules, parse_rules
 from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
@@ -13,6 +14,7 @@ from lakegc.repo.repository import Repository
 
 def set_rules(repo: Repository, rules: GcRules) -> None:
     with repo.ms.write() as conn:
+        check(conn, repo.name, rules_change=True)
         conn.execute(t.gc_rules.delete().where(t.gc_rules.c.repository == repo.name))
         conn.execute(t.gc_rules.insert().values(repository=repo.name, rules=rules.model_dump()))
 
@@ -26,4 +28,5 @@ def get_rules(repo: Repository) -> GcRules | None:
 
 def delete_rules(repo: Repository) -> bool:
     with repo.ms.write() as conn:
+        check(conn, repo.name, rules_change=True)
         return bool(conn.execute(t.gc_rules.delete().where(t.gc_rules.c.repository == repo.name)).rowcount)

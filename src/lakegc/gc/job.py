@@ -18,9 +18,11 @@ from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.gc.config import get_rules
 from lakegc.gc.incremental import Plan, plan
-from lakegc.gc.lease import Lease
+from lakegc.gc.fence import lower_fence, raise_fence
+from lakegc.gc.lease import LEASE_TTL, Lease
 from lakegc.gc.mark import BASE_OUTPUTS, SETTLED, mark
-from lakegc.gc.rules import KeepAll, PolicyOf, parse_cutoff, parse_policy, policies_from_cutoffs, policies_from_rules
+from lakegc.gc.rules import PolicyOf
+from lakegc.gc.rules import resolve_policies as rules_policies
 from lakegc.gc.runs import IllegalTransition, RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
 from lakegc.gc.sweep import sweep
 from lakegc.repo.repository import Lake, Repository
@@ -49,15 +51,9 @@ class GcOptions:
 
 def resolve_policies(repo: Repository, cutoffs: tuple[str, ...], default_cutoff: str | None,
                      now: datetime) -> tuple[PolicyOf, str]:
-    """Cutoffs given on the command line replace the stored rules for the run; otherwise the stored
-    rules apply, and with none stored every commit stays."""
-    if cutoffs or default_cutoff is not None:
-        parsed = [parse_cutoff(c, now) for c in cutoffs]
-        default = parse_policy(default_cutoff, now) if default_cutoff is not None else KeepAll()
-        described = " ".join(f"--cutoff {c}" for c in cutoffs) + f" --default-cutoff {default_cutoff or 'NONE'}"
-        return policies_from_cutoffs(parsed, default), described.strip()
-    rules = get_rules(repo)
-    return policies_from_rules(rules, now), ("rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit")
+    """The run's policies (see `rules.resolve_policies`) with the repository's stored rules."""
+    return rules_policies(get_rules(repo) if not (cutoffs or default_cutoff is not None) else None,
+                          cutoffs, default_cutoff, now)
 
 
 def check_namespace(repo: Repository) -> None:
@@ -153,8 +149,12 @@ def _sweep(store: RunStore, repo: Repository, summary: RunSummary, phase: Phase,
     with _recorded(store, repo, summary):
         timed("re-checking and deleting candidates", f"{summary.num_candidates} candidates")
         marked_active = set(json.loads(repo.storage.read(f"{run_prefix(summary.run_id)}active_commits.json")))
-        deleted, nbytes, failed, revived = sweep(spark, repo, summary.run_id, policy_of, marked_active, marked_now,
-                                                 before_delete=lease.check)
+        fenced_active = raise_fence(repo.ms, repo.name, summary.run_id, marked_active, params)
+        try:
+            deleted, nbytes, failed, revived = sweep(spark, repo, summary.run_id, policy_of, marked_active, marked_now,
+                                                     fenced_active, before_delete=lambda: _deadline(lease))
+        finally:
+            lower_fence(repo.ms, repo.name, summary.run_id)
         timed.stop()
         summary.num_deleted, summary.bytes_deleted, summary.num_failed, summary.num_revived = deleted, nbytes, failed, revived
         if failed:
@@ -163,6 +163,14 @@ def _sweep(store: RunStore, repo: Repository, summary: RunSummary, phase: Phase,
         store.transition(summary, RunState.SWEPT)
         write_summary(repo.storage, summary)
     return summary
+
+
+def _deadline(lease: Lease) -> float:
+    """Until when this run may delete: its lease, just checked (and so renewed), cannot be taken
+    over for LEASE_TTL; half of it leaves room for clock skew between driver and executors and for
+    a request already under way."""
+    lease.check()
+    return time.time() + LEASE_TTL.total_seconds() / 2
 
 
 def _report_interrupted(store: RunStore, repo: Repository, run_ids: list[str]) -> None:

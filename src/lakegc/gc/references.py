@@ -84,11 +84,11 @@ def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int
                                                      schema=UNCOMMITTED_SCHEMA)
 
         count = write_driver_parquet(repo.storage, key, batches(), UNCOMMITTED_SCHEMA)
-        graph = _read_graph(conn, repo.name)
+        graph = read_graph(conn, repo.name)
     return count, graph
 
 
-def _read_graph(conn: sa.Connection, repo: str) -> Graph:
+def read_graph(conn: sa.Connection, repo: str) -> Graph:
     rows = conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date,
                                   t.commits.c.metarange_id).where(t.commits.c.repository == repo)).all()
     branches = dict(conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(t.branches.c.repository == repo)).all())

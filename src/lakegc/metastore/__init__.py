@@ -16,7 +16,7 @@ from lakegc.metastore import schema
 from lakegc.redact import mask_secrets
 from lakegc.timeutil import utcnow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: gc_fences (a new table: create_all adds it, no step needed)
 
 
 def _v2_slice_write_window(conn: Connection) -> None:

@@ -158,3 +158,14 @@ gc_leases = sa.Table(
     sa.Column("renewed_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
 )
+
+# A sweep's fence (gc.fence): while a sweep deletes, the commits whose objects it may delete, which
+# writers must not bring back (a ref onto them, a merge, revert or copy out of them).
+gc_fences = sa.Table(
+    "gc_fences", metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("run_id", ID, nullable=False),
+    sa.Column("expired", sa.JSON, nullable=False),  # commit ids
+    sa.Column("parameters", sa.JSON, nullable=False),  # the run's cutoffs, default cutoff and "now"
+    sa.Column("raised_at", UtcDateTime, nullable=False),
+)

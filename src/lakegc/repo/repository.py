@@ -180,6 +180,7 @@ class Repository:
         with self.ms.write() as conn:
             commit_id, _ = self._resolve(conn, source)
             self._refuse_taken_ref_name(conn, name)
+            self._fenced(conn, branch=(name, commit_id))
             conn.execute(t.branches.insert().values(repository=self.name, name=name, head=commit_id))
         return Branch(name, commit_id)
 
@@ -208,6 +209,7 @@ class Repository:
         with self.ms.write() as conn:
             commit_id, _ = self._resolve(conn, ref)
             self._refuse_taken_ref_name(conn, name)
+            self._fenced(conn, sources=[commit_id])
             conn.execute(t.tags.insert().values(repository=self.name, name=name, commit_id=commit_id))
         return Tag(name, commit_id)
 
@@ -216,6 +218,13 @@ class Repository:
         with self.ms.write() as conn:
             if not conn.execute(t.tags.delete().where(self._of(t.tags), t.tags.c.name == name)).rowcount:
                 raise RefNotFound(f"tag {name!r} not found in repository {self.name!r}")
+
+    def _fenced(self, conn: Connection, **change: Any) -> None:
+        """Inside a write transaction: refuse a change a running GC sweep forbids (see gc.fence;
+        imported here, not above, since GC builds on this module)."""
+        from lakegc.gc.fence import check
+
+        check(conn, self.name, **change)
 
     def _refuse_taken_ref_name(self, conn: Connection, name: str) -> None:
         for table, kind in ((t.branches, "branch"), (t.tags, "tag")):
@@ -322,6 +331,7 @@ class Repository:
         entry = replace(source, path=dest_path, mtime=utcnow())
         with self.ms.write() as conn:
             self._branch_head(conn, dest_branch)
+            self._fenced(conn, sources=[from_commit] if from_commit else [])
             if entry.address_kind is AddressKind.RELATIVE:
                 conn.execute(t.copy_records.insert().values(repository=self.name, address=entry.address,
                                                             created_at=entry.mtime))
@@ -452,6 +462,7 @@ class Repository:
             commit = _new_commit((head.id, src.id), tree, message or f"Merge '{source}' into '{dest}'",
                                  date or utcnow(), {})
             with self.ms.write() as conn:
+                self._fenced(conn, sources=[src.id])
                 if self._move_branch(conn, dest, head.id, commit):
                     return commit
         raise ConcurrentUpdate(f"branch {dest!r} kept moving while merging; try again")
@@ -472,6 +483,7 @@ class Repository:
             tree = self.trees.apply(head.metarange_id, to_apply)
             commit = _new_commit((head.id,), tree, f"Revert {target.id}", date or utcnow(), {})
             with self.ms.write() as conn:
+                self._fenced(conn, sources=[undo_to.id])
                 if self._move_branch(conn, branch, head.id, commit):
                     return commit
         raise ConcurrentUpdate(f"branch {branch!r} kept moving while reverting; try again")

@@ -1,0 +1,106 @@
+"""The fence between a running sweep and writers that could bring an expired commit back.
+
+A sweep deletes objects that, when it re-checked them, only expired commits referenced. A writer
+acting meanwhile could make one of those commits count again (a branch or tag onto it, a branch
+whose retention reaches back to it) or copy its entries into a new tree or into staging (a merge
+from it, a revert to it, `fs cp` out of it), and its objects would be deleted under a live ref.
+
+So a sweep first raises a fence: in ONE write transaction it reads the commit graph, decides which
+commits are active now under the run's policies, and stores the others that the mark did not count
+either (`expired`: the only commits the objects it may delete belong to). Every writer that moves a
+ref or copies entries calls `check` inside its own write transaction. Write transactions are
+serialised (SQLite's BEGIN IMMEDIATE, PostgreSQL's advisory lock), so each writer comes either
+before the fence (and the sweep's re-check, which reads the metastore after the fence, sees and
+protects what it did) or after it (and sees the fence). Correctness never depends on timing:
+
+- a ref created or moved after the fence is refused when it would make any `expired` commit
+  active again (the pure `active_commits` decides, with the run's own policies and "now");
+- a merge from, a revert to, a copy out of an `expired` commit is refused;
+- a commit, a merge or a revert moves a branch onto a new child of its HEAD: the HEAD was active,
+  its new tree holds the HEAD's entries, staged ones (the re-check protects those staged before
+  the fence; later ones are new uploads, tokens' fresh addresses, or copies that passed `check`)
+  and a merge source's or revert target's (checked): never an object the sweep deletes.
+
+The fence comes down when the sweep ends, however it ends. A sweeper that dies leaves it up until
+the next run takes the lease over; the dead sweeper cannot delete any more by then, since every
+delete batch checks the deadline its lease guaranteed (see `sweep`). `gc set-config` and
+`delete-config` are refused while a fence stands: the sweep decided under the rules it read.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from lakegc.errors import LakegcError
+from lakegc.gc.active import active_commits
+from lakegc.gc.references import read_graph
+from lakegc.gc.rules import PolicyOf, parse_rules, resolve_policies
+from lakegc.metastore import Metastore
+from lakegc.metastore import schema as t
+from lakegc.timeutil import utcnow
+
+
+class FencedByGc(LakegcError):
+    """A change refused because a running sweep may be deleting what it would bring back."""
+
+
+def raise_fence(ms: Metastore, repository: str, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+    """Raise the fence of a sweep; returns the commits active now (the re-check protects them).
+    `params` are the run's recorded parameters (cutoffs, default_cutoff, now)."""
+    with ms.write() as conn:
+        graph = read_graph(conn, repository)
+        active = active_commits(graph.commits, graph.branches, _policy_of(conn, repository, params), graph.tags)
+        expired = sorted(set(graph.commits) - active - marked_active)
+        conn.execute(t.gc_fences.delete().where(t.gc_fences.c.repository == repository))
+        conn.execute(t.gc_fences.insert().values(repository=repository, run_id=run_id, expired=expired,
+                                                 parameters=_fence_params(params), raised_at=utcnow()))
+    return active
+
+
+def lower_fence(ms: Metastore, repository: str, run_id: str) -> None:
+    with ms.write() as conn:
+        conn.execute(t.gc_fences.delete().where(t.gc_fences.c.repository == repository, t.gc_fences.c.run_id == run_id))
+
+
+def check(conn: Connection, repository: str, *, sources: Iterable[str] = (), branch: tuple[str, str] | None = None,
+          rules_change: bool = False) -> None:
+    """Refuse, inside a writer's transaction, a change that could bring back what a running sweep
+    may delete: entries taken out of `sources` (commit ids), the ref `branch` (name, commit)
+    created or moved, or a change of the retention rules."""
+    row = conn.execute(sa.select(t.gc_fences).where(t.gc_fences.c.repository == repository)).first()
+    if row is None:
+        return
+    expired = set(row.expired)
+    why = f"GC run {row.run_id} is deleting objects of expired commits of {repository!r}"
+    if rules_change:
+        raise FencedByGc(f"{why}: change the GC rules once it has finished (`gc runs` shows it)")
+    for commit_id in sources:
+        if commit_id in expired:
+            raise FencedByGc(f"{why}, and commit {commit_id[:12]} is one of them: try again once the run has finished")
+    if branch is not None:
+        name, commit_id = branch
+        graph = read_graph(conn, repository)
+        heads = {**graph.branches, name: commit_id}
+        revived = active_commits(graph.commits, heads, _policy_of(conn, repository, row.parameters), graph.tags) & expired
+        if revived:
+            raise FencedByGc(f"{why}: branch {name!r} at {commit_id[:12]} would keep {len(revived)} of them "
+                             f"(e.g. {min(revived)[:12]}); try again once the run has finished")
+
+
+def _policy_of(conn: Connection, repository: str, params: dict[str, Any]) -> PolicyOf:
+    """The run's policies, from its recorded parameters and the stored rules (unchanged while the
+    fence stands)."""
+    doc = conn.execute(sa.select(t.gc_rules.c.rules).where(t.gc_rules.c.repository == repository)).scalar()
+    rules = None if doc is None else parse_rules(json.dumps(doc))
+    policy_of, _ = resolve_policies(rules, tuple(params["cutoffs"]), params["default_cutoff"],
+                                    datetime.fromisoformat(params["now"]))
+    return policy_of
+
+
+def _fence_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: params[k] for k in ("cutoffs", "default_cutoff", "now")}
