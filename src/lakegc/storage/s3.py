@@ -148,21 +148,29 @@ class S3Storage:
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]:
         """Objects under `prefix` (a folder prefix, '' for the root), in key order, page by page."""
         for page in self._pages(prefix, recursive):
-            for obj in page.get("Contents", ()):
+            for obj in self._addressable(page):
                 yield self._info(obj)
 
     def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator["pa.RecordBatch"]:
         for page in self._pages(prefix, recursive):
-            if page.get("Contents"):
-                yield listing_batch([self._info(obj) for obj in page["Contents"]])
+            if found := self._addressable(page):
+                yield listing_batch([self._info(obj) for obj in found])
+
+    def _addressable(self, page: dict[str, Any]) -> list[dict[str, Any]]:
+        """The page's objects whose keys name one object unambiguously. A hand-written key with an
+        empty, `.` or `..` segment (`data/s//x`, `data/s/../x`) is left out: a store or a proxy
+        that normalises paths would read or delete another object for it, so GC never touches it."""
+        start = len(self.prefix)
+        return [obj for obj in page.get("Contents", ()) if _valid_key(obj["Key"][start:])]
 
     def is_empty(self) -> bool:
         return next(iter(self.list()), None) is None
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         start = len(self.prefix) + len(prefix)
-        return sorted(p["Prefix"][start:].rstrip("/") for page in self._pages(prefix, False)
-                      for p in page.get("CommonPrefixes", ()))
+        names = (p["Prefix"][start:].rstrip("/") for page in self._pages(prefix, False)
+                 for p in page.get("CommonPrefixes", ()))
+        return sorted(name for name in names if _valid_key(name))  # `data//` is no folder of ours
 
     def _pages(self, prefix: str, recursive: bool) -> Iterator[dict[str, Any]]:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -295,3 +303,11 @@ class _Hashing(io.RawIOBase):
     @property
     def digest(self) -> "hashlib._Hash":
         return self._md5
+
+
+def _valid_key(key: str) -> bool:
+    try:
+        check_key(key)
+    except LakegcError:
+        return False
+    return True
