@@ -15,7 +15,7 @@ from typing import Callable
 
 import pytest
 
-from conftest import CliResult, one_error
+from conftest import CliResult, one_error, snapshot
 from lakegc.connectors.iceberg.paths import (Location, key_prefix, listing_plan, nested_locations, parse_location,
                                             relation, symlink_conflict)
 from test_iceberg_gc import Lake, age_all, history, ids, make_lake, on_disk, referenced, rows, snapshot_ids
@@ -336,3 +336,27 @@ def test_a_table_nested_while_the_run_marks_keeps_its_files(lake: Lake, monkeypa
     assert run.num_candidates == 2 and run.num_deleted == 1
     assert late.exists() and not orphan.exists() and ids(p) == [1, 2]
     assert run.details["nested table locations left out"] == 1
+
+
+# -- the shared deletion guard: a table location may hold nothing lakegc protects ------------------
+def test_a_table_location_holding_a_repository_namespace_or_the_metastore_is_refused(lake: Lake, tmp_path: Path):
+    """A table created at a folder that also holds a lakegc repository's namespace (or the lakegc
+    metastore, or the catalog's own database) would see them as orphans: refused before anything
+    is expired or listed."""
+    cli = lake.cli
+    wide = lake.warehouse / "wide"
+    cli("repo", "create", "lakegc://inside", str(wide / "lake-ns"))
+    table = lake.table("ns.wide", location=wide.as_uri())
+    lake.at(20, lambda: table.append(rows(1)) or table)
+    age_all(tmp_path)
+    before = snapshot(lake.warehouse)
+    one_error(cli("iceberg", "gc", "--catalog", "lake", "ns.wide", "--older-than", "1d", "--runs",
+                  str(tmp_path / "runs"), ok=False), "holds the namespace of repository 'inside'")
+    assert snapshot(lake.warehouse) == before
+    assert len(snapshot_ids(lake.catalog.load_table("ns.wide"))) == 1
+
+    db_table = lake.table("ns.holds_db", location=tmp_path.as_uri())  # the catalog database lies in it
+    lake.at(20, lambda: db_table.append(rows(2)) or db_table)
+    one_error(cli("iceberg", "gc", "--catalog", "lake", "ns.holds_db", "--runs", str(tmp_path / "runs"), ok=False),
+              "refusing to clean table location")
+    assert (tmp_path / "iceberg.db").is_file()

@@ -48,6 +48,7 @@ def catalog_gc(
 
 @iceberg_app.command("gc")
 def iceberg_gc(
+    ctx: typer.Context,
     tables: list[str] = typer.Argument(..., metavar="TABLE...", help="Tables to collect, as namespace.table."),
     catalog: str = typer.Option(..., "--catalog", metavar="NAME",
                                 help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*)."),
@@ -64,7 +65,7 @@ def iceberg_gc(
     from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
 
     options = IcebergGcOptions(parse_duration(older_than), retain_last, parse_duration(orphan_min_age), prefix_mismatch,
-                               dry_run, runs, master, parse_conf(conf))
+                               dry_run, runs, master, parse_conf(conf), state(ctx).metastore_url)
     if options.orphan_min_age < timedelta(days=1) and not dry_run:
         output.warn(f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
                     "committed, may be deleted (Iceberg's own procedure refuses under 24h)")

@@ -37,6 +37,7 @@ from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
 from lakegc.connectors.iceberg.paths import (Location, PrefixMismatch, hidden, key_prefix, listing_plan,
                                             nested_locations, parse_location, under_any)
 from lakegc.connectors.iceberg.reachable import reachable_files
+from lakegc.connectors.protected import connector_protected
 from lakegc.connectors.runs import (ConnectorRun, RunFolder, count_candidates, default_runs_location,
                                    delete_recorded, recorded, start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
@@ -48,6 +49,7 @@ from lakegc.gc.report import duration_text
 from lakegc.gc.runs import RunState
 from lakegc.gc.sweep import RESULT_DDL, delete_objects
 from lakegc.storage import LocalStorage, Storage, open_storage
+from lakegc.storage.guard import check_root
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class IcebergGcOptions:
     runs_location: str | None = None
     master: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    metastore: str | None = None  # the lakegc metastore whose places no table location may hold
 
 
 def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGcOptions,
@@ -91,6 +94,10 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
     check_collectable(tables)
     check_symlinks([t for t in tables if t.target], tables)
     roots = listing_roots(tables)
+    runs_location = options.runs_location or default_runs_location()
+    protected = connector_protected(options.metastore, runs_location, _catalog_databases(catalog))
+    for root in roots:  # the deletion guard: other tables' locations are left out above, the rest refused here
+        check_root(root.uri, "table location", protected)
     for t in tables:
         if t.target:
             t.expire = plan_expiry(t.table, now_ms, options)
@@ -101,7 +108,7 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
                                   f"(files modified before {cutoff.isoformat()[:19]})",
                 "prefix mismatch": str(options.prefix_mismatch)}
     run, folder = start_run("iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now, cutoff,
-                            settings, options.runs_location or default_runs_location())
+                            settings, runs_location)
     timed = PhaseTimer(run, phase)
     with recorded(run, folder):
         if spark is None:
@@ -256,6 +263,12 @@ class Root:
     def base(self) -> str:
         """The prefix of every listed file's URI: the location as written, then the file's key."""
         return f"{self.location.scheme}://{self.location.authority}{self.location.path.rstrip('/')}/"
+
+
+def _catalog_databases(catalog: "Catalog") -> tuple[str, ...]:
+    """The database URL of a SQL catalog (its SQLite file must not be cleaned as an orphan)."""
+    uri = getattr(catalog, "properties", {}).get("uri", "")
+    return (uri,) if uri.startswith("sqlite") else ()
 
 
 def listing_roots(tables: list[Loaded]) -> list[Root]:
