@@ -288,7 +288,8 @@ def test_candidates_json_lists_address_size_mtime_and_reason(life):
 
 
 def _parquet_rows(folder: Path) -> list[dict[str, Any]]:
-    return [row for part in sorted(folder.glob("*.parquet")) for row in pq.read_table(part).to_pylist()]
+    """Every row of an output's parts (deleted/ has a folder per delete round)."""
+    return [row for part in sorted(folder.rglob("*.parquet")) for row in pq.read_table(part).to_pylist()]
 
 
 def test_run_outputs_are_summary_and_parquet_under_lakegc_gc_run_id(life):

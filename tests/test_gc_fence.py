@@ -143,9 +143,9 @@ def test_a_ref_created_at_any_phase_is_refused_or_keeps_its_objects(env: Env, sp
 
 
 def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spark, monkeypatch):
-    """A writer creates a tag or branch on the expiring commit as fast as it can for the whole
-    sweep (issue 16 used a 5,000-object commit; deletes are slowed here so they overlap). Every ref
-    that was created must read every object; the ones refused were refused by the fence."""
+    """From the moment the fence stands until it comes down, a writer creates a tag or a branch on
+    the expiring commit as fast as it can (issue 16 lost a 5,000-object commit's objects this way).
+    Every attempt is refused, and the sweep deletes exactly the expired objects."""
     lake, repo, old, paths = expiring_lake(env, objects=300)
     other = Lake(env.metastore).repository(NAME)
     stop = threading.Event()
@@ -169,22 +169,23 @@ def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spar
 
     writer = threading.Thread(target=hammer, daemon=True)
 
-    def phase(name: str, detail: str = "") -> None:
-        if name.startswith("re-checking"):
-            writer.start()
+    def raise_then_hammer(*args: object) -> set[str]:  # the writer starts the moment the fence stands
+        active = raise_fence(*args)
+        writer.start()
+        return active
 
     def lower(*args: object) -> None:  # refs made after the fence is down may point at deleted objects (410)
         stop.set()
         writer.join()
         lower_fence(*args)
 
+    monkeypatch.setattr(job, "raise_fence", raise_then_hammer)
     monkeypatch.setattr(job, "lower_fence", lower)
-    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), phase=phase, spark=spark)
+    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
     assert refused > 0, "the writer never ran while the fence stood"
     for ref in created:
         assert readable(repo, ref, paths), f"ref {ref} lost objects"
-    if not created:
-        assert summary.num_deleted >= len(paths)
+    assert created == [] and summary.num_deleted == len(paths)
 
 
 def test_a_sweep_past_its_lease_deadline_defers_and_finishes_in_later_rounds(env: Env, spark, monkeypatch):

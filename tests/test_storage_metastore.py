@@ -356,11 +356,11 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     engine.dispose()
 
     ms = Metastore(url)
-    assert ms.init() == SCHEMA_VERSION == 2
-    assert {"gc_leases"} <= set(sa.inspect(ms.engine).get_table_names())
+    assert ms.init() == SCHEMA_VERSION == 3
+    assert {"gc_leases", "gc_fences"} <= set(sa.inspect(ms.engine).get_table_names())
     assert "writable_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("slices")}
     with ms.read() as conn:
-        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2]
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3]
         row = conn.execute(sa.select(schema.slices)).one()
     assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled
     assert Metastore(url).init() == SCHEMA_VERSION  # and again: nothing left to do
