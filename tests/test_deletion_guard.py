@@ -355,3 +355,26 @@ def test_every_deleted_path_was_a_candidate_under_the_namespace(tmp_path_factory
     for path, address in live.items():
         if repo.stat("main", path).address == address:
             assert (ns / address).exists()
+
+
+def test_catalog_gc_refuses_a_store_holding_a_configured_iceberg_tables_location(env: Env, cli: Cli, iox,
+                                                                                  tmp_path: Path, monkeypatch):
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    store = tmp_path / "iox" / "objects"
+    uri, warehouse = f"sqlite:///{tmp_path / 'ice.db'}", (store / "wh").as_uri()
+    monkeypatch.setenv("PYICEBERG_CATALOG__ICE__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__ICE__URI", uri)
+    monkeypatch.setenv("PYICEBERG_CATALOG__ICE__WAREHOUSE", warehouse)
+    catalog = SqlCatalog("ice", uri=uri, warehouse=warehouse)
+    catalog.create_namespace("db")
+    catalog.create_table("db.events", pa.schema([("id", pa.int64())])).append(pa.table({"id": [1]}))
+    before = snapshot(store)
+    one_error(cli("catalog", "gc", "--catalog", iox["catalog"], "--store", str(store), "--runs", iox["runs"], ok=False),
+              "holds table db.events of iceberg catalog 'ice'")
+    assert snapshot(store) == before
+    monkeypatch.setenv("PYICEBERG_CATALOG__BROKEN__URI", f"sqlite:///{tmp_path / 'missing' / 'x.db'}")
+    monkeypatch.setenv("PYICEBERG_CATALOG__BROKEN__TYPE", "sql")
+    one_error(cli("catalog", "gc", "--catalog", iox["catalog"], "--store", str(tmp_path / "iox" / "other"),
+                  "--runs", iox["runs"], ok=False), "broken")

@@ -28,7 +28,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from lakegc.connectors.listing import location_folders, open_location
-from lakegc.connectors.protected import connector_protected
+from lakegc.connectors.protected import connector_protected, iceberg_table_places
 from lakegc.connectors.runs import (ConnectorRun, count_candidates, default_runs_location, delete_recorded, recorded,
                                    start_run, tally_listing)
 from lakegc.errors import InvalidArgument, LakegcError
@@ -166,7 +166,8 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
     check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
     catalog = ParquetFileCatalog(catalog_url)
     runs_location = options.runs_location or default_runs_location()
-    check_root(store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)))
+    check_root(store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)) +
+               iceberg_table_places())
     catalog.check()
     storage = open_location(store, "store")
     now = utcnow()

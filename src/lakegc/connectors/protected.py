@@ -1,7 +1,8 @@
 """What a connector run must never clean, whatever location it is given (the deletion guard's
 list for `catalog gc`, `iceberg gc` and later connectors): its own run folder, the catalog's
 database file, and everything the lakegc metastore protects (its database, lakegc's home and every
-repository's namespace), when this machine has a lakegc metastore at all."""
+repository's namespace), when this machine has a lakegc metastore at all; for connectors that do
+not read Iceberg themselves, also every table location of every catalog configured for pyiceberg."""
 
 from __future__ import annotations
 
@@ -25,3 +26,21 @@ def connector_protected(metastore_url: str | None, runs_location: str, catalog_u
     from lakegc.repo.repository import Lake
 
     return places + Lake(url).protected_places()
+
+
+def iceberg_table_places() -> list[Protected]:
+    """The location of every table of every catalog configured for pyiceberg (none configured:
+    nothing). A configured catalog that cannot be read fails the run: safety can't be shown."""
+    from lakegc.connectors.iceberg.catalogs import all_table_names, first_line, load_catalog, other_catalog_names
+    from lakegc.errors import LakegcError
+
+    places = []
+    for name in other_catalog_names(""):
+        catalog = load_catalog(name)
+        try:
+            for table in all_table_names(catalog):
+                places.append(Protected(f"table {table} of iceberg catalog {name!r}", catalog.load_table(table).location()))
+        except Exception as exc:  # pyiceberg raises plain errors of many kinds
+            raise LakegcError(f"iceberg catalog {name!r} cannot be read, so its tables' locations are unknown: "
+                              f"{first_line(exc)}") from None
+    return places

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable
 from urllib.parse import unquote, urlparse
 
-from lakegc.errors import UnsafeLocation
+from lakegc.errors import InvalidArgument, UnsafeLocation
 from lakegc.storage import normalize_location, relative_to
 
 
@@ -75,7 +75,7 @@ def root_problem(root: str, what: str, homes: Iterable[str], protected: Iterable
 def check_root(location: str, what: str, protected: Iterable[Protected]) -> str:
     """Refuse (UnsafeLocation, one line) a root a delete must not clean; returns its real location."""
     root = real_location(location)
-    resolved = [Protected(p.what, real_location(p.location), p.inside_ok) for p in protected]
+    resolved = [Protected(p.what, real, p.inside_ok) for p in protected if (real := _real_or_none(p.location))]
     problem = root_problem(root, what, home_folders() if root.startswith("file://") else (), resolved)
     if problem is not None:
         raise UnsafeLocation(f"refusing to clean {problem}: nothing was listed or deleted")
@@ -102,6 +102,14 @@ def namespace_key_of(namespace: str, location: str) -> str | None:
     if key is None and location.startswith("file://") and namespace.startswith("file://"):
         key = relative_to(real_location(namespace), real_location(location))
     return key
+
+
+def _real_or_none(location: str) -> str | None:
+    """A protected place on a store lakegc cannot address (`gs://`, `abfs://`) cannot overlap a root it can."""
+    try:
+        return real_location(location)
+    except InvalidArgument:
+        return None
 
 
 def sqlite_file(url: str) -> str | None:
