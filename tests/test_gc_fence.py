@@ -208,3 +208,37 @@ def _keys(repo: Repository, run_id: str, name: str) -> list[str]:
     from lakegc.gc.runs import output_keys
 
     return output_keys(repo.storage, run_id, name)
+
+
+def test_a_ref_made_on_an_expiring_commit_just_before_the_deletes_start_loses_nothing(env: Env, spark, monkeypatch):
+    """Issue 16's finding as it was reproduced on v0.5.0, through nothing but public behaviour:
+    the moment the sweep checks its lease to start deleting (after its re-check), another writer
+    tags the expiring commit and branches from it. v0.5.0 accepted both and deleted every object
+    they read; now the fence refuses them (or, were they accepted, they would read everything)."""
+    from lakegc.gc.lease import Lease
+
+    lake, repo, old, paths = expiring_lake(env, objects=200)
+    other = Lake(env.metastore).repository(NAME)
+    outcomes: dict[str, str] = {}
+    original = Lease.check
+
+    def check(self: Lease) -> None:
+        for kind, make in (("tag", lambda: other.create_tag("late", old)),
+                           ("branch", lambda: other.create_branch("late-branch", old))):
+            if kind not in outcomes:
+                try:
+                    make()
+                    outcomes[kind] = "created"
+                except LakegcError as exc:
+                    outcomes[kind] = f"refused: {exc}"
+        original(self)
+
+    monkeypatch.setattr(Lease, "check", check)
+    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
+    assert set(outcomes) == {"tag", "branch"}
+    for kind, ref in (("tag", "late"), ("branch", "late-branch")):
+        if outcomes[kind] == "created":
+            assert readable(repo, ref, paths), f"the {kind} made before the deletes lost its objects"
+        else:
+            assert "is deleting objects of expired commits" in outcomes[kind]
+    assert summary.state is RunState.SWEPT
