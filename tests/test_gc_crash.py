@@ -12,11 +12,18 @@ with a twin clone collected by one uninterrupted run.
 Each kill test starts `lakegc gc run` (or `lakegc gc sweep`) as a separate process in a session of
 its own, follows the phase lines it prints on stderr, and SIGKILLs every process of that session
 (the CLI, the Spark JVM, and the pyspark daemon and workers, which sit in a process group of their
-own) at its kill point. Then it checks safety (live objects all there and readable; whatever
-disappeared was among the killed run's recorded candidates and in its `to_delete/` list; the killed
-run is left `marking`, `marked` or `sweeping`), recovers with the next `lakegc gc run` (retried
-while the dead holder's lease is still fresh), and checks convergence (the namespace equals the
-twin's; the killed run is now `failed` "interrupted", or still `marked` and sweepable).
+own) at its kill point. Points no phase line marks (a mark just recorded, a sweep just started or
+just finished) are hit exactly: the process is told (LAKEGC_TEST_STOP_AFTER) to stop itself the
+moment its run enters that state. Then it checks safety (live objects all there and readable;
+whatever disappeared was among the killed run's recorded candidates and in its `to_delete/` list;
+the killed run is left `marking`, `marked`, `sweeping` or, killed after its last delete, `swept`),
+recovers with the next `lakegc gc run` (retried while the dead holder's lease is still fresh), and
+checks convergence (the namespace equals the twin's exactly; the killed run is now `failed`
+"interrupted", or still `marked` and sweepable, or `swept` and the next run's base).
+
+Some tests kill several runs in a row on one lake before recovering. Others kill runs that build
+on an earlier one: `based` is a lake an earlier run swept and whose slices it settled, so the runs
+after it are incremental, and its twin is an uninterrupted incremental run.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import unquote, urlparse
 
 import pyarrow.parquet as pq
@@ -42,6 +49,7 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import CliResult, Env, clone_lake, make_cli
+from lakegc.gc.runs import STOP_AFTER
 from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow
 
@@ -55,6 +63,14 @@ JUNK_AT_ROOT = 25
 PHASES = ("listing the namespace", "snapshotting uncommitted references", "choosing active commits",
           "reading committed trees", "counting candidates", "re-checking and deleting candidates")
 SWEEP_PHASE = PHASES[-1]
+LOOKUP_PHASE = "looking up what lost a reference since the base run"  # runs that build on an earlier one
+
+
+def stopped_line(state: str) -> str:
+    """What a GC process started with `stop_after=state` prints when it stops (lakegc.gc.runs)."""
+    return f"is {state}; stopped ({STOP_AFTER})"
+
+
 LEASE_WAIT = 40.0  # the dead holder's lease is taken over 3 heartbeats (6 s) after its last renewal
 RUN_TIMEOUT = 300.0
 
@@ -67,6 +83,7 @@ class Template:
     garbage: frozenset[str]  # namespace keys that a run must collect
     junk: frozenset[str]  # the part of `garbage` written straight into JUNK_SLICES
     reads: tuple[tuple[str, str], ...]  # (lakegc:// URI, content) that must read back after any run
+    base: str | None = None  # a run that already swept the lake (the next runs may build on it)
 
 
 @dataclass
@@ -96,26 +113,51 @@ def set_mtime(path: Path, when: datetime) -> None:
     os.utime(path, (when.timestamp(), when.timestamp()))
 
 
+class Builder:
+    """Builds a template lake through the CLI: a repository with RULES, objects, dated commits."""
+
+    def __init__(self, root: Path):
+        self.env = Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
+        self.cli = make_cli(self.env)
+        self.ns = self.env.namespace()
+        self.now = utcnow()
+        self.cli("repo", "create", REPO, str(self.ns))
+        self.cli("gc", "set-config", REPO, "-f", "-", input=json.dumps(RULES))
+
+    def put(self, branch: str, path: str, content: str) -> str:
+        doc = self.cli("fs", "upload", f"{REPO}/{branch}/{path}", "--source", "-", "--json", input=content).json()
+        return local(doc["physical_address"]).relative_to(self.ns).as_posix()
+
+    def commit(self, branch: str, days: float) -> str:
+        date = (self.now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.cli("commit", f"{REPO}/{branch}", "-m", f"{days} days ago", "--date", date, "--json").json()["id"]
+
+    def write_junk(self) -> set[str]:
+        """Unreferenced files nobody uploaded, in JUNK_SLICES (folders the metastore never heard of)
+        and the namespace root: enough of them that deleting takes a while."""
+        junk = set()
+        for name in JUNK_SLICES:
+            folder = self.ns / "data" / name
+            folder.mkdir(parents=True)
+            for i in range(JUNK_PER_SLICE):
+                (folder / f"junk-{i:05d}").write_bytes(b"junk %d" % i)
+                junk.add(f"data/{name}/junk-{i:05d}")
+        for i in range(JUNK_AT_ROOT):
+            (self.ns / f"stray-{i:03d}").write_bytes(b"stray")
+            junk.add(f"stray-{i:03d}")
+        return junk
+
+    def age(self, keys: set[str]) -> None:
+        """Older than the default min-age (24 h): three days."""
+        for key in keys:
+            set_mtime(self.ns / key, self.now - timedelta(days=3))
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
     root = tmp_path_factory.mktemp("crash-template")
-    env = Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)
-    cli = make_cli(env)
-    ns = env.namespace()
-    now = utcnow()
-
-    def ago(days: float) -> str:
-        return (now - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    def put(branch: str, path: str, content: str) -> str:
-        doc = cli("fs", "upload", f"{REPO}/{branch}/{path}", "--source", "-", "--json", input=content).json()
-        return local(doc["physical_address"]).relative_to(ns).as_posix()
-
-    def commit(branch: str, days: float) -> str:
-        return cli("commit", f"{REPO}/{branch}", "-m", f"{days} days ago", "--date", ago(days), "--json").json()["id"]
-
-    cli("repo", "create", REPO, str(ns))
-    cli("gc", "set-config", REPO, "-f", "-", input=json.dumps(RULES))
+    build = Builder(root)
+    cli, ns, put, commit = build.cli, build.ns, build.put, build.commit
     live: dict[str, str] = {}
     garbage: dict[str, str] = {}
     # A token that runs out within a second: the object its holder wrote and never linked is garbage.
@@ -153,18 +195,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
     direct.write_text("written, never linked")
     garbage["direct"] = direct.relative_to(ns).as_posix()
 
-    junk = set()
-    for name in JUNK_SLICES:
-        folder = ns / "data" / name
-        folder.mkdir(parents=True)
-        for i in range(JUNK_PER_SLICE):
-            (folder / f"junk-{i:05d}").write_bytes(b"junk %d" % i)
-            junk.add(f"data/{name}/junk-{i:05d}")
-    for i in range(JUNK_AT_ROOT):
-        (ns / f"stray-{i:03d}").write_bytes(b"stray")
-        junk.add(f"stray-{i:03d}")
-    for key in namespace_keys(ns):
-        set_mtime(ns / key, now - timedelta(days=3))  # everything is older than the default min-age (24 h)
+    junk = build.write_junk()
+    build.age(namespace_keys(ns))
     time.sleep(max(0.0, token["expires_at"] + 1.1 - time.time()))
 
     keys = namespace_keys(ns)
@@ -174,6 +206,58 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Template:
              ("dev/draft", "draft, staged"), ("dev/a-copy", "a, second version"))
     return Template(root, frozenset(live.values()), frozenset(garbage.values()) | frozenset(junk),
                     frozenset(junk), tuple((f"{REPO}/{ref}", content) for ref, content in reads))
+
+
+@pytest.fixture(scope="module")
+def based(tmp_path_factory: pytest.TempPathFactory, spark) -> Template:
+    """A lake an earlier run (`base`) swept, uninterrupted: aged three days, its slices' write
+    windows too, so that the base settled them. Then objects in those settled slices lose their
+    last reference (a tag deleted, a branch reset, another deleted): a run that builds on the base
+    finds them only through the base's records. And junk lands in folders no run has seen."""
+    build = Builder(tmp_path_factory.mktemp("crash-based"))
+    cli, ns, put, commit = build.cli, build.ns, build.put, build.commit
+    live = {"keep": put("main", "keep", "kept by every commit")}
+    tagged = put("main", "tagged", "only the tag keeps this, until it goes")
+    cli("tag", "create", f"{REPO}/v0", f"{REPO}/{commit('main', 20)}")
+    cli("fs", "rm", f"{REPO}/main/tagged")
+    put("main", "a", "a, only in an expired commit: the base run deletes it")
+    commit("main", 15)
+    live["a2"] = put("main", "a", "a, second version")
+    for i in range(10):
+        live[f"part{i}"] = put("main", f"table/part-{i}", f"table part {i}")
+    commit("main", 10)
+    live["b"] = put("main", "b", "b at HEAD")
+    commit("main", 2)
+    cli("branch", "create", f"{REPO}/dev", "--source", f"{REPO}/main")
+    garbage = {"tagged": tagged, "draft": put("dev", "draft", "draft, staged at the base run, reset after it")}
+    cli("fs", "cp", f"{REPO}/main/a", f"{REPO}/dev/a-copy")
+    cli("branch", "create", f"{REPO}/abandoned", "--source", f"{REPO}/main")
+    for i in range(2):
+        garbage[f"abandoned{i}"] = put("abandoned", f"tmp/{i}", f"abandoned {i}")
+    build.age(namespace_keys(ns))
+    engine = sa.create_engine(build.env.metastore)
+    try:
+        with engine.begin() as conn:
+            old = build.now - timedelta(days=3)
+            conn.execute(sa.update(t.slices).values(created_at=old, writable_until=old))
+    finally:
+        engine.dispose()
+
+    base = cli("gc", "run", REPO, "--json").json()
+    assert (base["state"], base["num_deleted"]) == ("swept", 1)
+    settled = json.loads((ns / "_lakegc" / "gc" / base["run_id"] / "settled_slices.json").read_text())
+    assert settled and {key.split("/")[1] for key in garbage.values()} <= set(settled)
+    cli("tag", "delete", f"{REPO}/v0", "--yes")
+    cli("branch", "reset", f"{REPO}/dev", "--yes")
+    cli("branch", "delete", f"{REPO}/abandoned", "--yes")
+    junk = build.write_junk()
+    build.age(junk)
+
+    assert set(live.values()) | set(garbage.values()) | junk == namespace_keys(ns)
+    reads = (("main/keep", "kept by every commit"), ("main/a", "a, second version"), ("main/b", "b at HEAD"),
+             ("main/table/part-7", "table part 7"))
+    return Template(build.env.root, frozenset(live.values()), frozenset(garbage.values()) | frozenset(junk),
+                    frozenset(junk), tuple((f"{REPO}/{ref}", content) for ref, content in reads), base["run_id"])
 
 
 def clone(template: Template, dest: Path) -> Lake:
@@ -198,6 +282,25 @@ def lake(template: Template, tmp_path: Path, spark) -> Lake:
     return clone(template, tmp_path / "lake")
 
 
+@pytest.fixture(scope="module")
+def based_twin(based: Template, tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """What one uninterrupted run leaves of `based`: it builds on the base run and, through the
+    base's records, finds and deletes exactly the garbage."""
+    lake = clone(based, tmp_path_factory.mktemp("crash-based-twin"))
+    summary = lake.cli("gc", "run", REPO, "--json").json()
+    assert (summary["state"], summary["mode"], summary["base_run_id"]) == ("swept", "incremental", based.base)
+    assert summary["num_rechecked"] == len(based.garbage - based.junk)
+    assert summary["num_deleted"] == len(based.garbage)
+    after = namespace_keys(lake.ns)
+    assert after == based.live
+    return after
+
+
+@pytest.fixture
+def based_lake(based: Template, tmp_path: Path) -> Lake:
+    return clone(based, tmp_path / "lake")
+
+
 # -- a GC process and its session ------------------------------------------------------------------
 def session_processes(sid: int) -> dict[int, tuple[str, int]]:
     """pid -> (state, process group) of every process in session `sid` (zombies included)."""
@@ -218,11 +321,14 @@ def session_processes(sid: int) -> dict[int, tuple[str, int]]:
 class GcProcess:
     """`lakegc ARGS` in a new session, its stderr lines collected as they come."""
 
-    def __init__(self, env: Env, *args: str):
+    def __init__(self, env: Env, *args: str, stop_after: str | None = None):
+        """`stop_after`: a run state; the process stops itself the moment it moves its run there,
+        printing `stopped_line(state)` (lakegc.gc.runs.STOP_AFTER), for a kill at exactly that point."""
         self.started = time.monotonic()
+        hook = {STOP_AFTER: stop_after} if stop_after else {}
         self.proc = subprocess.Popen([sys.executable, "-m", "lakegc", *args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env={**os.environ, **env.environ()}, start_new_session=True)
+                                     env={**os.environ, **env.environ(), **hook}, start_new_session=True)
         self.sid = self.proc.pid
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []
@@ -292,8 +398,8 @@ def spawn() -> Iterator[Callable[..., GcProcess]]:
     """Start GC processes; whatever happens in the test, none of them survives it."""
     started: list[GcProcess] = []
 
-    def start(env: Env, *args: str) -> GcProcess:
-        started.append(GcProcess(env, *args))
+    def start(env: Env, *args: str, stop_after: str | None = None) -> GcProcess:
+        started.append(GcProcess(env, *args, stop_after=stop_after))
         return started[-1]
 
     yield start
@@ -337,30 +443,40 @@ class Killed:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def check_safe(lake: Lake, template: Template, gc: GcProcess) -> Killed:
+def check_safe(lake: Lake, template: Template, gc: GcProcess, earlier: Sequence[Killed] = ()) -> Killed:
     """Right after the kill: no live object touched, nothing gone that the run did not record, and
-    the run left in a working (or resumable) state."""
+    the run left in a working (or resumable) state. `earlier`: what the kills before this one, on
+    the same lake, left (their runs are closed by now, or still marked)."""
     gc.assert_no_process_left()
     keys = namespace_keys(lake.ns)
     assert keys <= template.live | template.garbage
     assert template.live <= keys, f"live objects gone: {sorted(template.live - keys)[:5]}"
     for uri, content in template.reads:
         assert lake.cli("fs", "cat", uri).stdout == content
-    gone = set(template.live | template.garbage) - keys
+    gone = set(template.live | template.garbage) - keys - set().union(*(k.gone for k in earlier))
+    # the earlier kills' runs: closed as failed by the next lease holder, unless they had
+    # finished their mark (still marked: sweepable) or their sweep (swept)
+    closed = {k.run["run_id"]: {"marked": "marked", "swept": "swept"}.get(k.run["state"], "failed")
+              for k in earlier if k.run is not None}
     recorded = runs(lake)
-    assert len(recorded) <= 1
-    run = recorded[0] if recorded else None
+    states = {r["run_id"]: r["state"] for r in recorded}
+    if template.base is not None:
+        assert states[template.base] == "swept"
+    new = [r for r in recorded if r["run_id"] not in {*closed, template.base}]
+    assert len(new) <= 1
+    run = new[0] if new else None
     candidates = to_delete = None
     if run is None:
         assert not gone, "objects deleted by a run that was never recorded"
     else:
-        assert run["state"] in ("marking", "marked", "sweeping"), run
+        assert run["state"] in ("marking", "marked", "sweeping", "swept"), run
+        assert {run_id: states[run_id] for run_id in closed} == closed
         candidates = parquet_addresses(lake.ns, run["run_id"], "candidates")
         to_delete = parquet_addresses(lake.ns, run["run_id"], "to_delete")
         if candidates is not None:
             assert candidates <= template.garbage, "a live object among the candidates"
         if gone:
-            assert run["state"] == "sweeping", run
+            assert run["state"] in ("sweeping", "swept"), run
             assert candidates is not None and gone <= candidates
             assert to_delete is not None and gone <= to_delete, "deleted before it was recorded in to_delete/"
         if to_delete is not None:
@@ -372,6 +488,40 @@ def check_safe(lake: Lake, template: Template, gc: GcProcess) -> Killed:
                "candidates": None if candidates is None else len(candidates),
                "to_delete": None if to_delete is None else len(to_delete)}
     return Killed(run, gone, candidates, to_delete, figures)
+
+
+def spawn_when_free(spawn: Callable[..., GcProcess], lake: Lake, needle: str, stop_after: str | None = None) -> GcProcess:
+    """`gc run` in its own process, started again while the last killed run's lease is still
+    fresh, until one prints a line with `needle`."""
+    deadline = time.monotonic() + LEASE_WAIT
+    while True:
+        gc = spawn(lake.env, "gc", "run", REPO, stop_after=stop_after)
+        if gc.wait_for_line(needle):
+            return gc
+        gc.proc.wait(timeout=RUN_TIMEOUT)
+        assert any("is being collected by GC run" in line for line in gc.stderr), gc.stderr[-20:]
+        assert time.monotonic() < deadline, f"lease never taken over: {gc.stderr[-5:]}"
+        time.sleep(0.5)
+
+
+# Kill points: the stderr line to wait for and the run state to stop at (None: kill on the line).
+KILL_POINTS: dict[str, tuple[str, str | None]] = {
+    "listing": (PHASES[0], None), "looking up": (LOOKUP_PHASE, None),
+    "marked": (stopped_line("marked"), "marked"), "sweeping": (stopped_line("sweeping"), "sweeping"),
+    "mid-sweep": (SWEEP_PHASE, None),  # then as soon as some junk is gone
+    "swept": (stopped_line("swept"), "swept"),
+}
+
+
+def kill_at(spawn: Callable[..., GcProcess], lake: Lake, point: str) -> GcProcess:
+    """Start `gc run` (again, while a killed run's lease is still fresh) and kill it at `point`."""
+    needle, stop_after = KILL_POINTS[point]
+    gc = spawn_when_free(spawn, lake, needle, stop_after)
+    if point == "mid-sweep":
+        kill_once_junk_goes(gc, lake.ns)
+    else:
+        gc.kill()
+    return gc
 
 
 def next_run(lake: Lake) -> dict[str, Any]:
@@ -386,31 +536,40 @@ def next_run(lake: Lake) -> dict[str, Any]:
         time.sleep(0.5)
 
 
-def check_converged(lake: Lake, template: Template, twin: set[str], killed: Killed) -> dict[str, Any]:
-    """The next run succeeds, the namespace ends as the twin's, and the killed run is closed."""
+def check_converged(lake: Lake, template: Template, twin: set[str], *killed: Killed) -> dict[str, Any]:
+    """The next run succeeds, the namespace ends exactly as the twin's, and the killed runs are
+    closed (or still marked, and then sweepable: the namespace stays the twin's)."""
     started = time.monotonic()
     summary = next_run(lake)
     assert summary["state"] == "swept", summary
     assert summary["num_failed"] == 0
-    assert summary["num_deleted"] == len(template.garbage - killed.gone)
+    assert summary["num_deleted"] == len(template.garbage - set().union(*(k.gone for k in killed)))
     assert namespace_keys(lake.ns) == twin == template.live
     assert lease_holders(lake) == []
     for uri, content in template.reads:
         assert lake.cli("fs", "cat", uri).stdout == content
-    if killed.run is not None:
-        run = next(r for r in runs(lake) if r["run_id"] == killed.run["run_id"])
-        if killed.run["state"] == "marked":
+    for each in killed:
+        if each.run is None:
+            continue
+        run = next(r for r in runs(lake) if r["run_id"] == each.run["run_id"])
+        if each.run["state"] == "marked":
             # Killed between its mark and its sweep: still marked, so it can be swept (nothing left to delete).
             assert run["state"] == "marked"
             swept = lake.cli("gc", "sweep", REPO, run["run_id"], "--json").json()
             assert swept["state"] == "swept" and swept["num_failed"] == 0
             assert namespace_keys(lake.ns) == twin
+        elif each.run["state"] == "swept":
+            # Killed after its last delete: a finished run, and the base of the next one.
+            assert run["state"] == "swept" and run["error"] is None
+            assert (summary["mode"], summary["base_run_id"]) == ("incremental", run["run_id"])
         else:
             assert run["state"] == "failed", run
             assert run["error"].startswith("interrupted"), run
             on_disk = json.loads((lake.ns / "_lakegc" / "gc" / run["run_id"] / "summary.json").read_text())
             assert (on_disk["state"], on_disk["error"]) == ("failed", run["error"])
-    return {**killed.figures, "next_run_deleted": summary["num_deleted"], "converged": len(twin),
+    figures = killed[0].figures if len(killed) == 1 else \
+        {"states": [each.figures["state"] for each in killed], "gone": [each.figures["gone"] for each in killed]}
+    return {**figures, "next_run_deleted": summary["num_deleted"], "converged": len(twin),
             "next_run_s": round(time.monotonic() - started, 1)}
 
 
@@ -425,6 +584,11 @@ def junk_left(ns: Path) -> int:
 def kill_mid_sweep(gc: GcProcess, ns: Path, fraction: float = 0.2) -> None:
     """Once the sweep phase began, kill as soon as some (not all) junk objects are gone."""
     assert gc.wait_for_line(SWEEP_PHASE), gc.stderr[-20:]
+    kill_once_junk_goes(gc, ns, fraction)
+
+
+def kill_once_junk_goes(gc: GcProcess, ns: Path, fraction: float = 0.2) -> None:
+    """Kill a sweeping process as soon as `fraction` of the junk objects (not all) are gone."""
     total = len(JUNK_SLICES) * JUNK_PER_SLICE
     deadline = time.monotonic() + RUN_TIMEOUT
     while junk_left(ns) > total * (1 - fraction):
@@ -493,3 +657,60 @@ def test_killed_at_a_random_point(lake, template, twin, spawn, seed):
     gc.kill()
     killed = check_safe(lake, template, gc)
     report(f"random seed {seed}: {anchor or 'start'} + {delay:.1f}s", check_converged(lake, template, twin, killed))
+
+
+def test_killed_between_mark_and_sweep(lake, template, twin, spawn):
+    """Killed the moment its mark is recorded, where no phase line falls: the run stays `marked`
+    (not interrupted work: a deferred sweep may still come), the next run converges, and the marked
+    run can still be swept, deleting nothing more."""
+    gc = spawn(lake.env, "gc", "run", REPO, stop_after="marked")
+    assert gc.wait_for_line(stopped_line("marked")), gc.stderr[-20:]
+    gc.kill()
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "marked"
+    assert killed.candidates == template.garbage and killed.to_delete is None and not killed.gone
+    report("between mark and sweep", check_converged(lake, template, twin, killed))
+
+
+@pytest.mark.slow
+def test_killed_after_its_last_delete(lake, template, twin, spawn):
+    """Killed once recorded `swept`, before it let go of its lease: the next run waits for the
+    lease, builds on the killed run (a finished one), and has nothing left to delete."""
+    gc = spawn(lake.env, "gc", "run", REPO, stop_after="swept")
+    assert gc.wait_for_line(stopped_line("swept")), gc.stderr[-20:]
+    gc.kill()
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "swept"
+    assert killed.gone == killed.to_delete == killed.candidates == template.garbage
+    report("after its last delete", check_converged(lake, template, twin, killed))
+
+
+@pytest.mark.slow
+def test_killed_at_several_points_in_a_row(lake, template, twin, spawn):
+    """One lake, four runs killed in a row, each started while the last one's lease was still
+    held: while listing, the moment its mark is recorded, the moment its sweep is recorded (before
+    its re-check), and halfway through its deletes. The run after them ends exactly as the twin."""
+    killed: list[Killed] = []
+    for point in ("listing", "marked", "sweeping", "mid-sweep"):
+        killed.append(check_safe(lake, template, kill_at(spawn, lake, point), killed))
+    assert [k.run and k.run["state"] for k in killed] == ["marking", "marked", "sweeping", "sweeping"]
+    assert not any(k.gone for k in killed[:3]) and 0 < len(killed[3].gone) < len(template.garbage)
+    report("several points in a row", check_converged(lake, template, twin, *killed))
+
+
+@pytest.mark.parametrize("points", [
+    ("looking up",),
+    pytest.param(("marked", "mid-sweep"), marks=pytest.mark.slow),
+    pytest.param(("swept",), marks=pytest.mark.slow),
+], ids="+".join)
+def test_killed_runs_that_build_on_an_earlier_run(based, based_twin, based_lake, spawn, points):
+    """Runs that build on the base (incremental: they look up, in the slices it settled, what lost
+    a reference since) killed: while looking up; the moment its mark is recorded, then the next
+    run (a marked run is no base: it builds on the base too) halfway through its deletes; after
+    its last delete. The run after them ends exactly as the uninterrupted twin."""
+    killed: list[Killed] = []
+    for point in points:
+        killed.append(check_safe(based_lake, based, kill_at(spawn, based_lake, point), killed))
+        assert killed[-1].run is not None
+        assert (killed[-1].run["mode"], killed[-1].run["base_run_id"]) == ("incremental", based.base)
+    report(f"building on a run, {'+'.join(points)}", check_converged(based_lake, based, based_twin, *killed))

@@ -6,7 +6,10 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
+import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -23,6 +26,8 @@ from lakegc.storage import Storage
 from lakegc.timeutil import utcnow
 
 RUNS_PREFIX = "_lakegc/gc/"
+# The crash tests' hook: a run state at which the process that moved a run there stops itself.
+STOP_AFTER = "LAKEGC_TEST_STOP_AFTER"
 
 
 class RunState(StrEnum):
@@ -58,6 +63,15 @@ def check_transition(run_id: str, frm: RunState, to: RunState) -> None:
 def new_run_id(now: datetime) -> str:
     """Inverted milliseconds, then randomness: a plain string sort lists the newest run first."""
     return f"{10**13 - int(now.timestamp() * 1000):013d}-{secrets.token_hex(3)}"
+
+
+def _stop_point(run_id: str, state: RunState) -> None:
+    """With LAKEGC_TEST_STOP_AFTER=<state>, say so on stderr and stop (SIGSTOP) right after the run
+    entered <state>: a crash test then kills the process exactly there, even between two steps
+    that no phase line separates (a mark recorded as finished, a sweep not yet started)."""
+    if os.environ.get(STOP_AFTER) == str(state):
+        print(f"lakegc: run {run_id} is {state}; stopped ({STOP_AFTER})", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def run_prefix(run_id: str) -> str:
@@ -147,6 +161,7 @@ class RunStore:
                 current = conn.execute(sa.select(t.gc_runs.c.state).where(t.gc_runs.c.id == summary.run_id)).scalar()
                 summary.state = frm
                 raise IllegalTransition(f"run {summary.run_id}: expected state {frm}, but it is {current}")
+        _stop_point(summary.run_id, to)
 
     def get(self, run_id: str) -> tuple[RunSummary, dict[str, Any]]:
         with self.ms.read() as conn:
