@@ -13,19 +13,18 @@ from lakegc.storage.guard import Protected, sqlite_file
 
 
 def connector_protected(metastore_url: str | None, runs_location: str, catalog_urls: tuple[str, ...] = ()) -> list[Protected]:
-    places = [Protected("the run folder", runs_location),
-              Protected("lakegc's home folder", str(lakegc_home().absolute()), inside_ok=True)]
+    places = [Protected("the run folder", runs_location)]
     for url in catalog_urls:
         db = sqlite_file(url)
         if db is not None:
             places.append(Protected("the catalog database", db))
     url = metastore_url or default_url()
     db = sqlite_file(url)
-    if db is not None and not os.path.exists(db):
-        return places  # no metastore here (a plain IOx or Iceberg user): nothing more to protect, and none created
+    if db is not None and not os.path.exists(db):  # no metastore here (a plain IOx or Iceberg user): none created
+        return places + [Protected("lakegc's home folder", str(lakegc_home().absolute()), inside_ok=True)]
     from lakegc.repo.repository import Lake
 
-    return places + Lake(url).protected_places()
+    return places + Lake(url).protected_places()  # lakegc's home, the metastore, every namespace
 
 
 def iceberg_table_places() -> list[Protected]:
