@@ -36,7 +36,7 @@ DEFERRED = "deferred: the lease deadline passed before it was tried"
 
 
 def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: PolicyOf, marked_active: set[str],
-          now: datetime, fenced_active: set[str] = frozenset(),  # type: ignore[assignment]
+          now: datetime, fenced_active: frozenset[str] | set[str] = frozenset(),
           before_delete: Callable[[], float] = lambda: float("inf")) -> tuple[int, int, int, int]:
     """Returns (deleted, bytes deleted, failed, revived). Runs behind the fence (`gc.fence`):
     `fenced_active` are the commits active when it went up, protected like those active now.
@@ -67,7 +67,7 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
 
 
 def _protected_now(spark: "SparkSession", repo: Repository, uncommitted_key: str, policy_of: PolicyOf,
-                   marked_active: set[str], now: datetime, fenced_active: set[str]) -> "DataFrame":
+                   marked_active: set[str], now: datetime, fenced_active: frozenset[str] | set[str]) -> "DataFrame":
     """Addresses referenced now (or when the fence went up) that the mark did not count as referenced."""
     _, graph = snapshot_uncommitted(repo, uncommitted_key, now)
     active_now = active_commits(graph.commits, graph.branches, policy_of, graph.tags) | fenced_active
