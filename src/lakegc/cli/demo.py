@@ -14,6 +14,7 @@ from lakegc.gc.config import set_rules
 from lakegc.gc.job import GcOptions, run_gc
 from lakegc.gc.rules import GcRules
 from lakegc.repo.repository import Lake
+from lakegc.storage.guard import check_root
 
 _MARK = ".lakegc-demo"
 
@@ -26,6 +27,7 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
     if directory.exists() and any(directory.iterdir()):
         if not (directory / _MARK).exists():
             output.fail(f"{directory} is not empty and not a demo folder; pick another --dir")
+        check_root(str(directory), "demo folder", [])  # the deletion guard: never /, never a home folder
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     (directory / _MARK).touch()

@@ -6,7 +6,6 @@ import errno
 import hashlib
 import io
 import os
-import shutil
 import stat
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -138,9 +137,6 @@ class LocalStorage:
             return None
         return ObjectInfo(key, st.st_size, _mtime(st)) if stat.S_ISREG(st.st_mode) else None
 
-    def remove_all(self) -> None:
-        """Only for tests and demos that own the folder."""
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class _Folders:
