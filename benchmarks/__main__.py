@@ -1,9 +1,13 @@
-"""`python -m benchmarks [--scale F] [--json] [--sweep]`: scenario S1 against the floor and delta-rs.
+"""`python -m benchmarks [--scale F] [--json] [--sweep] [--cluster]`: scenario S1 against the floor and delta-rs.
 
-On one generated lake, one after another: the floor script, delta-rs vacuum, a clean lakegc run,
-then a lakegc incremental run after a 1 % change. Each deletes the same stale objects (checked after
-every contender; the stale files are written back in between) and runs as its own process, timed
-and memory-sampled. `--sweep` repeats the clean run at several sizes and plots time and memory.
+On one generated lake, one after another: the floor script, delta-rs vacuum, a clean lakegc run
+listing the namespace from an S3 Inventory of it, a clean lakegc run, then a lakegc incremental run
+after a 1 % change. Each deletes the same stale objects (checked after every contender; the stale
+files are written back in between) and runs as its own process, timed and memory-sampled. Then the
+floor and a clean run on S1 a tenth the size, and on a tiny lake (the README demo's size).
+`--cluster` also runs the clean run on a Spark standalone cluster (master and two workers on this
+machine), which must delete the same objects. `--sweep` repeats the clean run at several sizes and
+plots time and memory.
 """
 
 from __future__ import annotations
@@ -34,13 +38,15 @@ def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (
                                       "(emptied first)."),
          out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go."),
          warm: bool = typer.Option(False, "--warm", help="Keep the caches between contenders (quick checks; "
-                                   "the figures then flatter every contender).")
+                                   "the figures then flatter every contender)."),
+         cluster: bool = typer.Option(False, "--cluster", help="Also run the clean run on a Spark standalone "
+                                      "cluster (master + 2 workers on this machine).")
          ) -> None:
     console = Console(stderr=True)
     if warm:
         keep_caches()
     shutil.rmtree(workdir, ignore_errors=True)
-    results = run_all(scale, workdir / "s1", console)
+    results = run_all(scale, workdir, console, cluster)
     if as_json:
         print(json.dumps(results.figures()))
     else:
@@ -58,13 +64,18 @@ def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (
 
 def _table(r: Results) -> Table:
     cache = "cold caches" if r.cold else "caches kept (--warm, or not root)"
-    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale) on this machine, each run from {cache}")
-    for column in ("run", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB", "deleted"):
+    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale), a lake a tenth its size and a tiny one, "
+                        f"on this machine, each run from {cache}",
+                  caption=f"lakegc clean --inventory: {r.inventory_note}" if r.inventory_note else None)
+    for column in ("run", "objects", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB",
+                   "deleted"):
         table.add_column(column, justify="left" if column == "run" else "right")
-    for name, m, deleted in r.rows():
-        table.add_row(name, f"{m.seconds:.1f}", f"{r.objects / m.seconds:,.0f}", f"{m.seconds / r.floor.seconds:.2f}",
-                      f"{m.seconds / r.deltars.seconds:.2f}", f"{m.rss_mb:,.0f}", f"{m.jvm_rss_mb:,.0f}" if m.jvm_rss_mb else "-",
-                      f"{deleted:,}")
+    for row in r.rows():
+        m = row.measured
+        table.add_row(row.name, f"{row.objects:,}", f"{m.seconds:.1f}", f"{row.objects / m.seconds:,.0f}",
+                      f"{m.seconds / row.floor.seconds:.2f}",
+                      f"{m.seconds / row.deltars.seconds:.2f}" if row.deltars else "-", f"{m.rss_mb:,.0f}",
+                      f"{m.jvm_rss_mb:,.0f}" if m.jvm_rss_mb else "-", f"{row.deleted:,}")
     return table
 
 

@@ -1,11 +1,13 @@
 """The contenders, run one after another on the same lake, each checked to delete exactly the stale
-objects and nothing else."""
+objects and nothing else; then the floor and a clean lakegc run on a lake a tenth the size, and on
+a tiny one."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +18,64 @@ import pyarrow.parquet as pq
 from rich.console import Console
 
 from benchmarks import peer
+from benchmarks.cluster import RUN_CONF, WORKERS, run_env, standalone_cluster
 from benchmarks.generate import REPO, Lakefiles, apply_change, build, write_files
+from benchmarks.inventory import write_inventory
 from benchmarks.measure import Measured, run
 from benchmarks.scenario import Scenario
+
+SMALL = 0.1  # the second lake's size, a fraction of the main one's (S1's minimums keep it above the tiny lake)
+SMALL_LABEL, TINY_LABEL = "lake / 10", "tiny lake"
+# What a run on the standalone cluster must agree with local mode on, besides the objects it deletes.
+SAME_AS_LOCAL = ("num_listed", "num_candidates", "candidates_by_reason", "num_deleted", "bytes_deleted",
+                 "active_commits", "expired_commits")
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One lakegc run, checked: its measurement and the summary it printed."""
+
+    measured: Measured
+    summary: dict
+
+
+@dataclass
+class Built:
+    """One generated lake and what it holds: every object, and the stale ones among them."""
+
+    files: Lakefiles
+    manifest: dict
+    objects: pa.Table
+    stale: pa.Table
+
+    def work(self, clean: Collected) -> dict:
+        """What a clean run on this lake has to get through, per phase of the cost model
+        (benchmarks/project.py)."""
+        return {"listed": clean.summary["num_listed"], "ranges": self.manifest["ranges"],
+                "range_entries": self.manifest["range_entries"],
+                "staged": self.manifest["staged"], "commits": self.manifest["commits"],
+                "candidates": clean.summary["num_candidates"]}
+
+
+@dataclass(frozen=True)
+class SideLake:
+    """A lake only the floor and a clean lakegc run are timed on."""
+
+    objects: int
+    stale: int
+    floor: Measured
+    clean: Collected
+    work: dict
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    objects: int  # in the lake it ran on
+    measured: Measured
+    deleted: int
+    floor: Measured  # the floor on the same lake
+    deltars: Measured | None  # delta-rs on the same lake (only the main one)
 
 
 @dataclass
@@ -28,93 +85,181 @@ class Results:
     stale: int
     floor: Measured
     deltars: Measured
-    clean: Measured
-    incremental: Measured
+    clean: Collected
+    incremental: Collected
     incremental_deleted: int
-    cold: bool  # every contender started with dropped caches (else: with dirty pages written out)
+    work: dict
+    inventory: Measured | None  # None: this lakegc has no `gc run --inventory`
+    inventory_note: str | None
+    cluster: Measured | None  # the clean run on a standalone cluster, with --cluster
+    small: SideLake
+    tiny: SideLake
 
-    def rows(self) -> list[tuple[str, Measured, int]]:
-        return [("floor (bare I/O)", self.floor, self.stale), ("delta-rs vacuum", self.deltars, self.stale),
-                ("lakegc clean", self.clean, self.stale),
-                ("lakegc incremental (1% change)", self.incremental, self.incremental_deleted)]
+    @property
+    def cold(self) -> bool:
+        """Every contender started with dropped caches (else: with dirty pages written out)."""
+        return all(row.measured.cold for row in self.rows())
+
+    def rows(self) -> list[Row]:
+        def main(name: str, measured: Measured | None, deleted: int = self.stale) -> list[Row]:
+            return [Row(name, self.objects, measured, deleted, self.floor, self.deltars)] if measured else []
+
+        def side(name: str, lake: SideLake) -> list[Row]:
+            return [Row(f"floor (bare I/O), {name}", lake.objects, lake.floor, lake.stale, lake.floor, None),
+                    Row(f"lakegc clean, {name}", lake.objects, lake.clean.measured, lake.stale, lake.floor, None)]
+
+        return [*main("floor (bare I/O)", self.floor), *main("delta-rs vacuum", self.deltars),
+                *main("lakegc clean", self.clean.measured), *main("lakegc clean --inventory", self.inventory),
+                *main(f"lakegc clean, standalone cluster ({WORKERS} workers)", self.cluster),
+                *main("lakegc incremental (1% change)", self.incremental.measured, self.incremental_deleted),
+                *side(SMALL_LABEL, self.small), *side(TINY_LABEL, self.tiny)]
 
     def figures(self) -> dict:
-        return {"scale": self.scale, "objects": self.objects, "stale": self.stale, "lakegc_s": self.clean.seconds, "floor_s": self.floor.seconds,
-                "ratio_floor": round(self.clean.seconds / self.floor.seconds, 2), "deltars_s": self.deltars.seconds,
-                "ratio_deltars": round(self.clean.seconds / self.deltars.seconds, 2),
-                "incremental_s": self.incremental.seconds,
-                "ratio_incremental": round(self.incremental.seconds / self.clean.seconds, 3),
-                "driver_rss_mb": self.clean.rss_mb, "jvm_rss_mb": self.clean.jvm_rss_mb,
-                "incremental_deleted": self.incremental_deleted, "cache": "cold" if self.cold else "synced"}
+        clean, small = self.clean.measured.seconds, self.small.clean.measured.seconds
+        small_floor = self.small.floor.seconds
+        inventory = self.inventory.seconds if self.inventory else None
+        return {"scale": self.scale, "objects": self.objects, "stale": self.stale, "lakegc_s": clean, "floor_s": self.floor.seconds,
+                "ratio_floor": round(clean / self.floor.seconds, 2), "deltars_s": self.deltars.seconds,
+                "ratio_deltars": round(clean / self.deltars.seconds, 2),
+                "incremental_s": self.incremental.measured.seconds,
+                "ratio_incremental": round(self.incremental.measured.seconds / clean, 3),
+                "driver_rss_mb": self.clean.measured.rss_mb, "jvm_rss_mb": self.clean.measured.jvm_rss_mb,
+                "incremental_deleted": self.incremental_deleted, "cache": "cold" if self.cold else "synced",
+                "small_objects": self.small.objects, "small_stale": self.small.stale, "small_s": small,
+                "small_floor_s": small_floor, "ratio_small_floor": round(small / small_floor, 2),
+                "tiny_objects": self.tiny.objects, "tiny_stale": self.tiny.stale, "tiny_s": self.tiny.clean.measured.seconds,
+                "tiny_floor_s": self.tiny.floor.seconds,
+                "inventory_s": inventory,
+                "ratio_inventory_deltars": round(inventory / self.deltars.seconds, 2) if inventory else None,
+                "inventory_note": self.inventory_note,
+                "cluster_s": self.cluster.seconds if self.cluster else None,
+                "cores": os.cpu_count(), "phases": self.clean.summary["phases"], "work": self.work,
+                "small_phases": self.small.clean.summary["phases"], "small_work": self.small.work}
 
 
-def run_all(scale: float, root: Path, console: Console) -> Results:
-    files, objects, stale = _built(scale, root, console)
-    console.log(f"writing the Delta log for delta-rs ({peer.setup(files):,} live files)")
-    floor = _contender("floor", [sys.executable, "-m", "benchmarks.floor", str(files.root)], files, console)
-    _check_and_restore(files, objects, stale)
-    deltars = _contender("delta-rs vacuum", [sys.executable, "-m", "benchmarks.peer", "vacuum", str(files.root)], files, console)
-    _check_and_restore(files, objects, stale)
-    clean = _lakegc(files, ["--clean"], stale.num_rows, console)
-    _check(files, objects, stale)
-    change = apply_change(files)
+def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False) -> Results:
+    lake = _built(Scenario.s1(scale), workdir / "s1", console)
+    console.log(f"writing the Delta log for delta-rs ({peer.setup(lake.files):,} live files)")
+    floor = _floor(lake, console)
+    _check_and_restore(lake)
+    deltars = _contender("delta-rs vacuum", [sys.executable, "-m", "benchmarks.peer", "vacuum", str(lake.files.root)],
+                         lake.files.env(), console)
+    _check_and_restore(lake)
+    inventory, inventory_note = _inventory_run(lake, console)
+    clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console)
+    _check(lake.files, lake.objects, lake.stale)
+    on_cluster = _cluster_run(lake, clean, workdir / "cluster", console) if cluster else None
+    change = apply_change(lake.files)
     garbage = change.filter(pc.not_equal(change.column("reason"), ""))
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
-    incremental = _lakegc(files, [], garbage.num_rows, console, mode="incremental")
-    _check(files, pa.concat_tables([objects, change]), pa.concat_tables([stale, garbage]))
-    return Results(scale, objects.num_rows, stale.num_rows, floor, deltars, clean, incremental, garbage.num_rows,
-                   all(m.cold for m in (floor, deltars, clean, incremental)))
+    incremental = _lakegc(lake.files, [], garbage.num_rows, console, mode="incremental")
+    _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
+    small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
+    tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
+    return Results(scale, lake.objects.num_rows, lake.stale.num_rows, floor, deltars, clean, incremental,
+                   garbage.num_rows, lake.work(clean), inventory, inventory_note, on_cluster, small, tiny)
 
 
 def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Results) -> list[dict]:
-    """Clean runs at each scale; the size `measured` already ran at is taken from it, not rebuilt."""
+    """Clean runs at each scale; the sizes `measured` already ran at (the main lake and the one a
+    tenth its size) are taken from it, not rebuilt."""
+    known = {Scenario.s1(measured.scale).objects: _sweep_row(measured.objects, measured.clean, measured.floor),
+             Scenario.s1(SMALL * measured.scale).objects: _sweep_row(measured.small.objects, measured.small.clean,
+                                                                     measured.small.floor)}
     rows = []
     for scale in scales:
-        if Scenario.s1(scale).objects == Scenario.s1(measured.scale).objects:
-            rows.append(_sweep_row(measured.objects, measured.clean, measured.floor))
-            continue
-        files, objects, stale = _built(scale, workdir / f"sweep-{scale:g}", console)
-        floor = _contender("floor", [sys.executable, "-m", "benchmarks.floor", str(files.root)], files, console)
-        _check_and_restore(files, objects, stale)
-        clean = _lakegc(files, ["--clean"], stale.num_rows, console)
-        _check(files, objects, stale)
-        rows.append(_sweep_row(objects.num_rows, clean, floor))
-        shutil.rmtree(files.root)
+        if Scenario.s1(scale).objects not in known:
+            side = _side_lake(Scenario.s1(scale), workdir / f"sweep-{scale:g}", f"scale {scale:g}", console)
+            known[Scenario.s1(scale).objects] = _sweep_row(side.objects, side.clean, side.floor)
+        rows.append(known[Scenario.s1(scale).objects])
     return sorted(rows, key=lambda r: r["objects"])
 
 
-def _sweep_row(objects: int, clean: Measured, floor: Measured) -> dict:
-    return {"objects": objects, "lakegc_s": clean.seconds, "floor_s": floor.seconds,
-            "driver_rss_mb": clean.rss_mb, "jvm_rss_mb": clean.jvm_rss_mb}
+def _sweep_row(objects: int, clean: Collected, floor: Measured) -> dict:
+    return {"objects": objects, "lakegc_s": clean.measured.seconds, "floor_s": floor.seconds,
+            "driver_rss_mb": clean.measured.rss_mb, "jvm_rss_mb": clean.measured.jvm_rss_mb}
 
 
-def _built(scale: float, root: Path, console: Console) -> tuple[Lakefiles, pa.Table, pa.Table]:
-    with console.status(f"building S1 at scale {scale:g}"):
-        manifest = build(Scenario.s1(scale), root)
+def _side_lake(scenario: Scenario, root: Path, label: str, console: Console) -> SideLake:
+    """Build a lake, time the floor and a clean lakegc run on it, check both, remove it."""
+    lake = _built(scenario, root, console)
+    floor = _floor(lake, console, f"floor, {label}")
+    _check_and_restore(lake)
+    clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console, name=f"lakegc clean, {label}")
+    _check(lake.files, lake.objects, lake.stale)
+    shutil.rmtree(root)
+    return SideLake(lake.objects.num_rows, lake.stale.num_rows, floor, clean, lake.work(clean))
+
+
+def _built(scenario: Scenario, root: Path, console: Console) -> Built:
+    with console.status(f"building a lake of {scenario.objects:,} objects"):
+        manifest = build(scenario, root)
     console.log(f"built {manifest['objects']:,} objects, {manifest['commits']:,} commits, {manifest['branches']} branches, "
                 f"{manifest['staged']:,} staged, {manifest['stale']:,} stale, {manifest['ranges']:,} ranges "
-                f"in {manifest['build_s']} s")
+                f"({manifest['range_entries']:,} entries) in {manifest['build_s']} s")
     files = Lakefiles(root)
     objects = pq.read_table(files.objects)
-    return files, objects, objects.filter(pc.not_equal(objects.column("reason"), ""))
+    return Built(files, manifest, objects, objects.filter(pc.not_equal(objects.column("reason"), "")))
 
 
-def _contender(name: str, cmd: list[str], files: Lakefiles, console: Console) -> Measured:
+def _floor(lake: Built, console: Console, name: str = "floor") -> Measured:
+    return _contender(name, [sys.executable, "-m", "benchmarks.floor", str(lake.files.root)], lake.files.env(), console)
+
+
+def _inventory_run(lake: Built, console: Console) -> tuple[Measured | None, str | None]:
+    """A clean run listing the namespace from an S3 Inventory of it, written just before; (None, why)
+    when this lakegc's `gc run` has no --inventory option."""
+    manifest = write_inventory(lake.files.namespace, lake.files.inventory)
+    console.log(f"wrote an S3 Inventory of the namespace: {manifest}")
+    if not has_inventory_option():
+        note = "not run: this lakegc's `gc run` has no --inventory option"
+        console.log(f"lakegc clean --inventory: {note}")
+        return None, note
+    collected = _lakegc(lake.files, ["--clean", "--inventory", str(manifest)], lake.stale.num_rows, console,
+                        name="lakegc clean --inventory")
+    _check_and_restore(lake)
+    return collected.measured, None
+
+
+def has_inventory_option() -> bool:
+    helped = subprocess.run([sys.executable, "-m", "lakegc", "gc", "run", "--help"], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}, check=True)
+    return "--inventory" in helped.stdout
+
+
+def _cluster_run(lake: Built, local: Collected, root: Path, console: Console) -> Measured:
+    """The clean run again, on a standalone cluster, with the stale objects written back: it must
+    delete the same objects and count the same as the local run."""
+    write_files(lake.files.namespace, lake.stale)
+    console.log(f"starting a Spark standalone cluster (master + {WORKERS} workers) in {root}")
+    with standalone_cluster(root) as url:
+        collected = _lakegc(lake.files, ["--clean", "--master", url, *RUN_CONF], lake.stale.num_rows, console,
+                            name=f"lakegc clean on the cluster at {url}", env=run_env(lake.files.env()))
+    _check(lake.files, lake.objects, lake.stale)
+    differ = {key: (collected.summary[key], local.summary[key]) for key in SAME_AS_LOCAL
+              if collected.summary[key] != local.summary[key]}
+    if differ:
+        raise RuntimeError(f"the cluster run differs from local mode (cluster, local): {differ}")
+    return collected.measured
+
+
+def _contender(name: str, cmd: list[str], env: dict[str, str], console: Console) -> Measured:
     with console.status(f"running {name}"):
-        measured = run(cmd, files.env())
+        measured = run(cmd, env)
     console.log(f"{name}: {measured.seconds} s, peak RSS {measured.rss_mb} MB")
     return measured
 
 
-def _lakegc(files: Lakefiles, args: list[str], expected: int, console: Console, mode: str = "clean") -> Measured:
+def _lakegc(files: Lakefiles, args: list[str], expected: int, console: Console, mode: str = "clean",
+            name: str | None = None, env: dict[str, str] | None = None) -> Collected:
     cmd = [sys.executable, "-m", "lakegc", "gc", "run", f"lakegc://{REPO}", *args, "--json"]
-    measured = _contender(f"lakegc {mode}", cmd, files, console)
+    measured = _contender(name or f"lakegc {mode}", cmd, env or files.env(), console)
     summary = json.loads(measured.stdout)
     if summary["state"] != "swept" or summary["mode"] != mode or summary["num_deleted"] != expected:
-        raise RuntimeError(f"lakegc {mode} run: state {summary['state']}, mode {summary['mode']}, "
+        raise RuntimeError(f"{name or f'lakegc {mode}'} run: state {summary['state']}, mode {summary['mode']}, "
                            f"deleted {summary['num_deleted']} (expected {expected})")
     console.log(f"  phases: {summary['phases']}")
-    return measured
+    return Collected(measured, summary)
 
 
 def _check(files: Lakefiles, objects: pa.Table, stale: pa.Table) -> None:
@@ -124,6 +269,6 @@ def _check(files: Lakefiles, objects: pa.Table, stale: pa.Table) -> None:
         raise RuntimeError(f"{len(gone)} objects gone, expected the {stale.num_rows} stale ones")
 
 
-def _check_and_restore(files: Lakefiles, objects: pa.Table, stale: pa.Table) -> None:
-    _check(files, objects, stale)
-    write_files(files.namespace, stale)
+def _check_and_restore(lake: Built) -> None:
+    _check(lake.files, lake.objects, lake.stale)
+    write_files(lake.files.namespace, lake.stale)

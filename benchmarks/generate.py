@@ -34,7 +34,7 @@ from lakegc.gc.rules import GcRules, policies_from_rules
 from lakegc.metastore import schema as t
 from lakegc.repo import slices as slicing
 from lakegc.repo.repository import Lake, Repository
-from lakegc.repo.trees import TreeStore
+from lakegc.repo.trees import RANGES_PREFIX, TreeStore
 from lakegc.timeutil import utcnow
 
 REPO = "bench"
@@ -68,6 +68,11 @@ class Lakefiles:
     @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
+
+    @property
+    def inventory(self) -> Path:
+        """Where an S3 Inventory of the namespace is written (benchmarks.inventory)."""
+        return self.root / "inventory"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "LAKEGC_HOME": str(self.home), "LAKEGC_METASTORE": self.metastore_url}
@@ -132,11 +137,12 @@ def build(scenario: Scenario, root: Path, seed: int = 1) -> dict:
     table = objects.table()
     pq.write_table(table, files.objects)
     write_files(files.namespace, table)
+    ranges = list((files.namespace / RANGES_PREFIX).iterdir())
     manifest = {"scenario": scenario.__dict__, "seed": seed, "generated_at": now.isoformat(),
                 "objects": table.num_rows, "stale": len(objects.reasons), "stale_expired": expired,
                 "commits": _count(repo, t.commits), "branches": _count(repo, t.branches),
                 "staged": _count(repo, t.staged_entries), "slices": len(objects.slices),
-                "ranges": len(list((files.namespace / "_lakegc" / "ranges").iterdir())),
+                "ranges": len(ranges), "range_entries": sum(pq.read_metadata(path).num_rows for path in ranges),
                 "active_ranges": active_ranges(repo, now),
                 "build_s": round(time.monotonic() - started, 1)}
     files.manifest.write_text(json.dumps(manifest))

@@ -1,5 +1,5 @@
 """Scenario S1: lakeFS's design target (seed 001: 20M objects, 1K branches, 30K commits, 5M uncommitted,
-1M stale) at 1/20, shrunk or grown by `scale`."""
+1M stale) at 1/20, shrunk or grown by `scale`; and the tiny lake, the README demo's size."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ class Scenario:
         return cls(objects=max(200, round(1_000_000 * scale)), branches=branches,
                    commits=max(6 * branches, round(3_000 * scale)),
                    uncommitted=max(20, round(250_000 * scale)), stale=max(20, round(50_000 * scale)))
+
+    @classmethod
+    def tiny(cls) -> "Scenario":
+        """A lake the size of the README's demo (src/lakegc/demo.py: 20 objects, a dozen commits, three
+        branches, a few staged and stale objects), built the S1 way: what a first `gc run` costs
+        when there is next to nothing to collect. `s1` never goes below 200 objects."""
+        return cls(objects=20, branches=3, commits=10, uncommitted=4, stale=4)
 
     @property
     def committed(self) -> int:
