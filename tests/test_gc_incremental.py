@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
@@ -313,7 +314,9 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
     r8 = ls.run(options)
     assert mode(r8) == ("clean", f"run {r7.run_id}'s report is incomplete (missing active_commits.json)", None)
 
-    # a failed run: committed trees cannot be read while it runs
+    # a failed run: committed trees cannot be read while it runs (a new commit's tree must be read)
+    ls.upload("main", "b")
+    ls.repo.commit("main", "c2")
     metaranges, aside = ls.ns / "_lakegc" / "metaranges", ls.ns.parent / "metaranges-aside"
     metaranges.rename(aside)
     clock.advance(HOUR)
@@ -656,6 +659,7 @@ class World(Lakeside, RandomOps):
         in_expired = {key for c in set(self.commits) - active for key in trees[c]}
         candidates = self.candidates(real)
         assert candidates == self.candidates(clean)
+        assert reference_set(self.ns, real.run_id) == reference_set(self.ns, clean.run_id)  # moved forward == rebuilt
         assert candidates == {key: "expired" if key in in_expired else "uncommitted" for key in expected}
         assert real.num_candidates == len(expected) and real.active_commits == len(active)
 
@@ -689,11 +693,36 @@ class World(Lakeside, RandomOps):
         counts = {"incremental": incremental, "slices skipped": real.num_slices_skipped > 0,
                   "suspects rechecked": real.num_rechecked > 0, "deleted by incremental": incremental and bool(deleted),
                   "expired by incremental": incremental and "expired" in candidates.values(),
-                  "revived": bool(revived)}
+                  "revived": bool(revived),
+                  "reference set carried": incremental and carried_files(self.ns, real.run_id) > 0}
         for name, hit in counts.items():
             if hit:
                 event(name)
                 tally[name] += 1
+
+
+def reference_set(ns: Path, run_id: str) -> tuple[list, list, list, list]:
+    """A run's persisted reference set as sorted rows: (trees, active trees, ranges, addresses),
+    whichever runs' files its manifest names."""
+    doc = json.loads((ns / "_lakegc" / "gc" / run_id / "refs" / "manifest.json").read_text())
+
+    def rows(keys: list[str]) -> list[tuple]:
+        return sorted(tuple(row.values()) for key in keys for row in pq.read_table(ns / key).to_pylist())
+
+    addresses: Counter = Counter()
+    part_of: dict[str, str] = {}
+    for name, keys in doc["parts"].items():  # a part's layers add up
+        for address, n in rows(keys):
+            assert part_of.setdefault(address, name) == name, f"{address} is in two parts' files"
+            addresses[address] += n
+    return doc["metaranges"], doc["active"], rows(doc["ranges"]), sorted(addresses.items())
+
+
+def carried_files(ns: Path, run_id: str) -> int:
+    """How many files of a run's reference set it carried forward from earlier runs unchanged."""
+    doc = json.loads((ns / "_lakegc" / "gc" / run_id / "refs" / "manifest.json").read_text())
+    own = f"_lakegc/gc/{run_id}/"
+    return sum(not key.startswith(own) for keys in doc["parts"].values() for key in keys)
 
 
 def check_history(spark, clock: Clock, policy: str, min_age_minutes: int, steps: list, tally: Counter) -> None:
@@ -751,7 +780,7 @@ histories = dict(policy=st.sampled_from(["count 2", "count 1, main=3", *sorted(P
                  min_age_minutes=st.sampled_from([0, 0, 0, 30, 60]),
                  steps=st.tuples(st.lists(operations, min_size=4, max_size=12), st.sampled_from([1, 2, 2, 3]),
                                  st.none())
-                 .flatmap(lambda first: st.lists(gc_steps, min_size=1, max_size=3).map(lambda rest: [first, *rest])))
+                 .flatmap(lambda first: st.lists(gc_steps, min_size=2, max_size=5).map(lambda rest: [first, *rest])))
 
 # A history that hits everything: a slice settled at run 1, skipped by runs 2-4; run 2 finds a reset
 # draft and an expired object through its suspects; run 3 is swept after a branch revived one of its
@@ -764,7 +793,7 @@ EVERYTHING = dict(policy="count 2", min_age_minutes=0, steps=[
     ([("delete", 0)], 1, None),
 ])
 NOT_VACUOUS = {"incremental", "slices skipped", "suspects rechecked", "deleted by incremental",
-               "expired by incremental", "revived"}
+               "expired by incremental", "revived", "reference set carried"}
 
 
 def check_many_histories(spark, clock: Clock, max_examples: int) -> Counter:
@@ -792,3 +821,118 @@ def test_incremental_runs_delete_exactly_what_clean_runs_would_many_histories(sp
     """The same property on 60 histories: `./dev test -m slow`."""
     tally = check_many_histories(spark, clock, max_examples=60)
     assert tally["histories"] >= 50
+
+
+# ================================================================================================
+# (c) the reference set an incremental run moves forward, and the sweep's re-check by version
+# ================================================================================================
+
+def refs_doc(ls: Lakeside, run: RunSummary) -> dict:
+    return json.loads((ls.ns / "_lakegc" / "gc" / run.run_id / "refs" / "manifest.json").read_text())
+
+
+def written_rows(ls: Lakeside, run: RunSummary) -> int:
+    """Address rows a run wrote itself (the rest of its set it carried forward)."""
+    own = f"_lakegc/gc/{run.run_id}/"
+    return sum(pq.read_metadata(ls.ns / key).num_rows for keys in refs_doc(ls, run)["parts"].values()
+               for key in keys if key.startswith(own))
+
+
+def test_an_incremental_run_writes_only_what_a_change_moved(lakeside: Lakeside, clock: Clock):
+    """Nothing changed: every file of the set is carried. One commit adding one object: the run
+    writes a row per entry of the ranges that commit added (not the slice, not the tree), and the
+    set, its layers summed, equals the one a clean run builds."""
+    ls = lakeside
+    for i in range(3000):
+        ls.repo.upload("main", f"old/{i:05d}", b"o")
+    c1 = ls.repo.commit("main", "c1")
+    assert len(ls.repo.trees.ranges(c1.metarange_id)) > 1
+    for path in ls.ns.rglob("*"):
+        if path.is_file() and "_lakegc" not in path.parts:
+            ls.touch(str(path.relative_to(ls.ns)))
+    clock.advance(2 * HOUR)
+    r1 = ls.run()
+    assert written_rows(ls, r1) == 3000
+    clock.advance(2 * HOUR)
+    r2 = ls.run_compared()
+    assert r2.mode == "incremental" and written_rows(ls, r2) == 0
+    assert refs_doc(ls, r2)["parts"] == refs_doc(ls, r1)["parts"]
+
+    ls.upload("main", "old/99999")  # sorts last: only the last range changes
+    c2 = ls.repo.commit("main", "c2")
+    added = set(ls.repo.trees.ranges(c2.metarange_id)) - set(ls.repo.trees.ranges(c1.metarange_id))
+    clock.advance(2 * HOUR)
+    r3 = ls.run_compared()
+    assert r3.mode == "incremental" and written_rows(ls, r3) == sum(r.count for r in added) < 3000
+    clean = ls.run(clean=True, dry_run=True)
+    assert reference_set(ls.ns, r3.run_id) == reference_set(ls.ns, clean.run_id)
+
+
+def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(lakeside: Lakeside, clock: Clock):
+    ls = lakeside
+    ls.upload("main", "a")
+    ls.repo.commit("main", "c1")
+    store = RunStore(ls.lake.metastore, "repo")
+    _, policy = resolve_policies(ls.repo, (), None, clock.now)
+    r1 = ls.run()
+    prefix = f"run {r1.run_id}'s reference set cannot be used: "
+    manifest = ls.ns / "_lakegc" / "gc" / r1.run_id / "refs" / "manifest.json"
+    good = manifest.read_bytes()
+
+    def reason() -> str:
+        chosen = plan_run(store, ls.repo, MIN_AGE_0, policy)
+        assert chosen.mode == "clean" and chosen.refs is None and chosen.settled == frozenset()
+        return chosen.reason
+
+    manifest.write_bytes(good[:-7])  # truncated
+    assert reason().startswith(prefix + "its reference manifest is unreadable")
+    doc = json.loads(good)
+    manifest.write_text(json.dumps({**doc, "format": 99}))
+    assert reason().startswith(prefix + "its reference manifest is unreadable (format 99")
+    manifest.write_text(json.dumps({**doc, "metaranges": [*doc["metaranges"], "f" * 64]}))
+    assert reason() == prefix + f"it knew 1 tree(s) this repository no longer has (e.g. {'f' * 64})"
+    manifest.write_bytes(good)
+    [part] = [k for keys in doc["parts"].values() for k in keys]
+    (ls.ns / part).rename(ls.ns.parent / "aside")
+    assert reason() == prefix + f"1 file(s) of its reference set are missing (e.g. {part})"
+    (ls.ns.parent / "aside").rename(ls.ns / part)
+    assert plan_run(store, ls.repo, MIN_AGE_0, policy).mode == "incremental"
+
+    (ls.ns / part).write_bytes(b"not parquet")  # present but corrupt: the run fails, deleting nothing
+    stray = ls.upload("main", "stray")
+    ls.repo.reset_branch("main")
+    clock.advance(2 * HOUR)
+    with pytest.raises(LakegcError):
+        ls.run()
+    assert ls.exists(stray)
+    clock.advance(HOUR)
+    r3 = ls.run()
+    assert r3.mode == "clean" and r3.mode_reason.endswith("failed") and not ls.exists(stray)
+
+
+def test_the_sweep_rechecks_only_what_was_staged_or_copied_after_its_mark(lakeside: Lakeside, clock: Clock):
+    """Staged entries and copy records carry the repository's staging version: the sweep's
+    re-check snapshot holds what came after the mark (and live tokens), not the whole staging,
+    and still revives a candidate copied in between."""
+    ls = lakeside
+    options = replace(MIN_AGE_0, default_cutoff="1")
+    ls.repo.create_branch("keep", "main")
+    for i in range(5):
+        ls.upload("keep", f"staged/{i}")  # staged all along: protected at the mark, not re-read by the sweep
+    x = ls.upload("main", "a", b"x")
+    c1 = ls.repo.commit("main", "c1")
+    ls.upload("main", "a", b"y")
+    ls.repo.commit("main", "c2")  # c1 expires (keep the newest 1): x is committed garbage
+    ls.repo.create_branch("work", "main")
+    gone = ls.upload("work", "gone")
+    ls.repo.reset_branch("work")  # gone is uncommitted garbage
+    clock.advance(2 * HOUR)
+    marked = ls.run(options, mark_only=True)
+    assert ls.candidates(marked) == {x: "expired", gone: "uncommitted"}
+
+    ls.repo.copy(c1.id, "a", "work", "copy-of-a")  # a copy record and a staged entry: x revives
+    swept = sweep_run(ls.lake, "repo", marked.run_id, spark=ls.spark)
+    recheck = pq.read_table(ls.ns / "_lakegc" / "gc" / marked.run_id / "recheck" / "uncommitted.parquet")
+    assert sorted(zip(*recheck.to_pydict().values())) == [(x, "copy"), (x, "staged")]  # not the five
+    assert (swept.num_deleted, swept.num_revived) == (1, 1)
+    assert ls.exists(x) and not ls.exists(gone) and ls.repo.read("work", "copy-of-a") == b"x"

@@ -332,12 +332,16 @@ def test_init_creates_the_schema_and_is_idempotent(env) -> None:
 
 
 def _v1_database(url: str) -> None:
-    """A metastore as lakegc with schema version 1 left it: slices without writable_until, no leases."""
+    """A metastore as lakegc with schema version 1 left it: slices without writable_until, no leases,
+    no staging versions."""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         schema.metadata.create_all(conn)
         conn.exec_driver_sql("DROP TABLE gc_leases")
         conn.exec_driver_sql("ALTER TABLE slices DROP COLUMN writable_until")
+        conn.exec_driver_sql("ALTER TABLE repositories DROP COLUMN staging_version")
+        conn.exec_driver_sql("ALTER TABLE staged_entries DROP COLUMN version")
+        conn.exec_driver_sql("ALTER TABLE copy_records DROP COLUMN version")
         conn.execute(schema.schema_version.insert().values(version=1, applied_at=datetime.now(timezone.utc)))
     engine.dispose()
 
@@ -356,12 +360,15 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     engine.dispose()
 
     ms = Metastore(url)
-    assert ms.init() == SCHEMA_VERSION == 3
+    assert ms.init() == SCHEMA_VERSION == 4
     assert {"gc_leases", "gc_fences"} <= set(sa.inspect(ms.engine).get_table_names())
     assert "writable_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("slices")}
+    for table in ("staged_entries", "copy_records"):
+        assert "version" in {c["name"] for c in sa.inspect(ms.engine).get_columns(table)}
     with ms.read() as conn:
-        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3]
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4]
         row = conn.execute(sa.select(schema.slices)).one()
+        assert conn.execute(sa.select(schema.repositories.c.staging_version)).scalar_one() == 0
     assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled
     assert Metastore(url).init() == SCHEMA_VERSION  # and again: nothing left to do
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,7 +40,7 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str) -> list[tuple[
     (a short list: one row per partition, never the data)."""
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-        rows = _store(storage, key, batches, schema=None)
+        rows = store_batches(storage, key, batches, schema=None)
         if rows is not None:  # an empty partition writes no part
             yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
 
@@ -50,10 +50,37 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str) -> list[tuple[
 def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
     """Stream batches from the driver into one Parquet object (written even when empty, since
     readers expect it); returns the rows written."""
-    return _store(storage, key, batches, schema) or 0
+    return store_batches(storage, key, batches, schema) or 0
 
 
-def _store(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
+def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], str], group: str) -> dict[str, list[str]]:
+    """Write `df` as Parquet files of one `group` value each (the column is not stored), in one
+    Spark job: file names under `folder_of(value)`. Returns value -> keys (a short list: a file per
+    value and task, never the rows). Rows are grouped first, so a value's rows land in one task."""
+    import pyarrow.compute as pc
+
+    columns = [c for c in df.columns if c != group]
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: dict[str, list[pa.RecordBatch]] = {}
+        for batch in batches:
+            values = batch.column(group)
+            for value in pc.unique(values).to_pylist():  # a few values per task
+                pending.setdefault(value, []).append(batch.filter(pc.equal(values, value)).select(columns))
+        written = [(value, f"{folder_of(value).rstrip('/')}/part-{uuid.uuid4().hex}.parquet") for value in pending]
+        for value, key in written:
+            store_batches(storage, key, pending[value], schema=None)
+        if written:
+            yield pa.RecordBatch.from_pydict({"value": [v for v, _ in written], "key": [k for _, k in written]})
+
+    tasks = df.sparkSession.sparkContext.defaultParallelism * 2
+    out: dict[str, list[str]] = {}
+    for row in df.repartition(tasks, group).mapInArrow(write, "value string, key string").collect():
+        out.setdefault(row["value"], []).append(row["key"])
+    return out
+
+
+def store_batches(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
     """Write batches to `key` through a spooled temp file, so neither driver nor executor holds the
     whole set. With no schema, it comes from the first batch, and no batch means no object (None)."""
     rows = 0

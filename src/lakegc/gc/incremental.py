@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from lakegc.gc.runs import RunState, RunSummary
 from lakegc.repo.slices import SLICE_MAX_AGE
+
+if TYPE_CHECKING:
+    from lakegc.gc.refset import RefManifest
 
 # Room for clock differences between writers and GC, and for a write in flight when its slice closes.
 SETTLE_MARGIN = timedelta(minutes=5)
@@ -46,6 +49,7 @@ class Plan:
     reason: str  # why this mode, for the summary
     base: RunSummary | None = None
     settled: frozenset[str] = frozenset()  # slices the base settled: not listed, only suspects stat'ed
+    refs: "RefManifest | None" = None  # the base's reference set, moved forward instead of rebuilt
 
 
 def settled(window: SliceWindow, now: datetime, min_age: timedelta) -> bool:

@@ -21,6 +21,7 @@ from lakegc.gc.incremental import Plan, plan
 from lakegc.gc.fence import lower_fence, raise_fence
 from lakegc.gc.lease import LEASE_TTL, Lease
 from lakegc.gc.mark import BASE_OUTPUTS, SETTLED, mark
+from lakegc.gc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.rules import resolve_policies as rules_policies
 from lakegc.gc.runs import IllegalTransition, RunState, RunStore, RunSummary, new_run_id, run_prefix, write_summary
@@ -111,15 +112,22 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
 
 
 def plan_run(store: RunStore, repo: Repository, options: GcOptions, policy: str) -> Plan:
-    """Clean or incremental (see `incremental.plan`), with the base run's settled slices."""
+    """Clean or incremental (see `incremental.plan`), with the base run's settled slices and its
+    reference set; clean, saying why, when that set cannot be used."""
     def missing(run: RunSummary) -> list[str]:
         return [name for name in BASE_OUTPUTS if not repo.storage.exists(run_prefix(run.run_id) + name)]
 
     chosen = plan(store.list(), options.clean, policy, options.min_age.total_seconds(), missing)
     if chosen.base is None:
         return chosen
-    settled = json.loads(repo.storage.read(run_prefix(chosen.base.run_id) + SETTLED))
-    return replace(chosen, settled=frozenset(settled))
+    base = chosen.base.run_id
+    try:
+        refs = load_manifest(repo.storage, run_prefix(base))
+        TreeChange.between(refs, repo.metaranges(), set())  # every tree it knew is still here
+        settled = json.loads(repo.storage.read(run_prefix(base) + SETTLED))
+    except (StateUnusable, ValueError) as exc:
+        return Plan("clean", f"run {base}'s reference set cannot be used: {str(exc).removeprefix('error: ')}")
+    return replace(chosen, settled=frozenset(settled), refs=refs)
 
 
 def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = lambda *_: None,

@@ -8,8 +8,11 @@ Each candidate carries its reason: `expired` when an expired commit still holds 
 garbage), `uncommitted` when nothing ever committed it (overwritten or reset staging, abandoned
 uploads).
 
-An incremental run (see `incremental`) does not list the slices its base run settled; it looks up,
-one by one, the objects there that may have lost a reference since, and treats them as listed.
+The committed side is the run's reference set (`refset`): built from every tree by a clean run,
+moved forward from its base run's set by an incremental one, which reads only the trees and ranges
+that changed. An incremental run (see `incremental`) also does not list the slices its base run
+settled; it looks up, one by one, the objects there that may have lost a reference since, and
+treats them as listed.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from typing import TYPE_CHECKING, Callable
 
 import sqlalchemy as sa
 
-from lakegc.errors import LakegcError
 from lakegc.gc.active import active_commits
 from lakegc.gc.ages import candidate_ages, listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.listing import list_namespace, slices, stat_objects
-from lakegc.gc.references import UNCOMMITTED_DDL, Graph, range_addresses, referenced, snapshot_uncommitted, tree_ranges
+from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
+from lakegc.gc.refset import MANIFEST, SLICE_OF_KEY, RefSet, build_clean, build_incremental, persist, read_addresses
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.metastore import schema as t
@@ -38,9 +41,9 @@ if TYPE_CHECKING:
 
 CANDIDATES_SCHEMA = "address string, size long, mtime timestamp, reason string"
 SETTLED = "settled_slices.json"
+STAGING = "staging.json"
 UNCOMMITTED = "uncommitted/part-0.parquet"
-BASE_OUTPUTS = ("summary.json", "active_commits.json", UNCOMMITTED, SETTLED)  # what an incremental run reads
-SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice a key lies in ('' when none: never a settled one)
+BASE_OUTPUTS = ("summary.json", "active_commits.json", UNCOMMITTED, SETTLED, MANIFEST)  # what an incremental run reads
 Phase = Callable[..., None]  # phase(name, detail="")
 
 
@@ -66,6 +69,8 @@ def uncommitted_key(run_id: str) -> str:
 
 def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
          min_age: timedelta, phase: Phase) -> MarkResult:
+    from pyspark.sql import functions as F
+
     storage = repo.storage
     prefix = run_prefix(run_id)
     cutoff = now - min_age
@@ -78,7 +83,8 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     num_listed, young, ages = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
     phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
-    num_uncommitted, graph = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
+    num_uncommitted, graph, staging = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
+    repo.storage.write(f"{prefix}{STAGING}", staging.to_json())  # the sweep re-checks only what was staged after
 
     phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
     active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
@@ -86,27 +92,35 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     settled_now = plan.settled | newly_settled(to_list, windows, young, now, min_age)
     repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
 
-    phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
-    trees: dict[str, bool] = {}
-    for commit, mid in graph.metaranges.items():
-        trees[mid] = trees.get(mid, False) or commit in active
-    ranges = tree_ranges(spark, storage, trees).persist()  # a few rows per thousand objects, read twice
-    active_ranges = ranges.where("active")
-    protected = referenced(spark, storage, active_ranges, uncommitted_key(run_id))
-    objects = listing.where(~listing.young)
+    uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
+    objects = listing.where(~listing.young).drop("young")
     num_rechecked = 0
-    cached: list["DataFrame"] = [listing, ranges]
-    if plan.base is not None and plan.settled:  # nothing settled: every slice was listed, nothing to look up
-        phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")
-        protected = protected.persist()  # read once, used twice
-        suspects = _suspects(spark, repo, plan, graph, active, protected, active_ranges, cutoff).persist()
-        cached += [protected, suspects]
-        num_rechecked = suspects.count()
-        objects = objects.unionByName(suspects)
-    expired = range_addresses(spark, storage, ranges.where(~ranges.active)) if not all(trees.values()) else None
-    candidates = _candidates(objects.where(~objects.young).drop("young"), protected, expired)
+    if plan.refs is None:
+        phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
+        refs = build_clean(spark, storage, graph.metaranges, active)
+        persist(storage, prefix, refs)
+        addresses = refs.addresses.drop("part")
+    else:
+        phase("reading what changed in committed trees", f"since run {plan.base.run_id}")  # type: ignore[union-attr]
+        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active)
+        manifest = persist(storage, prefix, refs)
+        judged = {"", *to_list}
+        if plan.settled:  # nothing settled: every slice was listed, nothing to look up
+            phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
+            suspects = _suspects(spark, repo, plan, refs, uncommitted).persist()
+            refs.cached.append(suspects)
+            judged |= {r["slice"] for r in suspects.select("slice").distinct().collect()}  # slice names: few
+            addresses = read_addresses(spark, storage, manifest, judged)
+            protected = addresses.where(F.col("n") > 0).select("address").union(uncommitted)
+            found = stat_objects(spark, storage, suspects.join(protected, "address", "left_anti"), cutoff).persist()
+            refs.cached.append(found)
+            num_rechecked = found.count()
+            objects = objects.unionByName(found.where(~found.young).drop("young"))
+        else:
+            addresses = read_addresses(spark, storage, manifest, judged)
+    candidates = _candidates(objects, addresses, uncommitted)
     write_parquet(candidates, storage, f"{prefix}candidates")
-    for df in cached:
+    for df in [listing, *refs.cached]:
         df.unpersist()
 
     phase("counting candidates")
@@ -127,39 +141,29 @@ def slice_windows(repo: Repository) -> dict[str, SliceWindow]:
     return {r.name: SliceWindow(r.name, r.created_at, r.writable_until) for r in rows}
 
 
-def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, graph: Graph, active: set[str],
-              protected: "DataFrame", active_ranges: "DataFrame", cutoff: datetime) -> "DataFrame":
-    """Objects of the settled slices that were referenced at the base run and may not be now
-    (see `incremental`), looked up in storage: rows like the listing's."""
+def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, refs: RefSet,
+              uncommitted: "DataFrame") -> "DataFrame":
+    """Addresses in the settled slices that had a reference at the base run and may have lost it
+    (see `incremental`), with their slice: the last committed entry gone (`refs.lost`), no longer
+    uncommitted, or revived by the base run's sweep."""
     from pyspark.sql import functions as F
 
     storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
-    base_active = set(json.loads(storage.read(f"{run_prefix(base)}active_commits.json")))
-    unknown = base_active - graph.metaranges.keys()
-    if unknown:
-        raise LakegcError(f"run {base} counted commits this repository no longer has ({len(unknown)}, e.g. "
-                          f"{min(unknown)}): run `gc run --clean`")
-    lost = tree_ranges(spark, storage, {graph.metaranges[c]: False for c in base_active - active})
-    left = range_addresses(spark, storage, lost.join(active_ranges.select("range_id"), "range_id", "left_anti"))
-    addresses = (left
-                 .union(read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address"))
-                 .union(read_parquet(spark, storage, output_keys(storage, base, "revived"),
-                                     CANDIDATES_SCHEMA).select("address")))
-    in_settled = (addresses.withColumn("slice", F.regexp_extract("address", SLICE_OF_KEY, 1))
-                  .where(F.col("slice").isin(sorted(plan.settled))).distinct()
-                  .join(protected, "address", "left_anti"))
-    return stat_objects(spark, storage, in_settled, cutoff)
+    staged_then = read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address")
+    revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), CANDIDATES_SCHEMA).select("address")
+    addresses = refs.lost.union(staged_then.join(uncommitted, "address", "left_anti")).union(revived)  # type: ignore[union-attr]
+    return (addresses.withColumn("slice", F.regexp_extract("address", SLICE_OF_KEY, 1))
+            .where(F.col("slice").isin(sorted(plan.settled))).distinct())
 
 
-def _candidates(objects: "DataFrame", protected: "DataFrame", expired: "DataFrame | None") -> "DataFrame":
-    """Listed objects nothing protects, each `expired` when only expired commits hold it (`expired`:
-    their addresses, None when no commit expired) and `uncommitted` otherwise."""
+def _candidates(objects: "DataFrame", addresses: "DataFrame", uncommitted: "DataFrame") -> "DataFrame":
+    """Objects nothing references now: no active entry holds them (`n` > 0 in the reference set)
+    and nothing uncommitted does. Each is `expired` when an expired commit's tree holds it (it has a
+    row in the set) and `uncommitted` otherwise."""
     from pyspark.sql import functions as F
 
-    unreferenced = objects.join(protected, "address", "left_anti")
-    if expired is None:
-        return unreferenced.select("address", "size", "mtime", F.lit("uncommitted").alias("reason"))
-    flagged = expired.distinct().withColumn("in_expired_commit", F.lit(True))
-    return (unreferenced.join(flagged, "address", "left")
+    protected = addresses.where(F.col("n") > 0).select("address").union(uncommitted)
+    in_trees = addresses.where(F.col("n") == 0).select("address", F.lit(True).alias("in_expired_commit"))
+    return (objects.join(protected, "address", "left_anti").join(in_trees, "address", "left")
             .select("address", "size", "mtime",
                     F.when(F.col("in_expired_commit"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason")))

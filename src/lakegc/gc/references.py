@@ -7,6 +7,7 @@ object committed in between is seen either as staged or as committed, never as n
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterator, Mapping
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 
 from lakegc.errors import LakegcError
 from lakegc.gc.active import CommitNode
-from lakegc.gc.arrowio import read_parquet, write_driver_parquet
+from lakegc.gc.arrowio import write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import read_metarange, read_range
 from lakegc.repo.repository import Repository
@@ -31,9 +32,10 @@ COPY_RECORD_WINDOW = timedelta(days=1)
 UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
 UNCOMMITTED_DDL = "address string, source string"
 ADDRESS_SCHEMA = "address string"
-RANGES_DDL = "range_id string, min_path string, active boolean"
+RANGES_DDL = "range_id string, min_path string, trees long"
+COUNTS_DDL = "address string, n long, fresh long"
 _BATCH = 10_000  # uncommitted references streamed from the metastore at a time
-_DEDUP_ROWS = 1 << 18  # range addresses de-duplicated together on an executor
+_DEDUP_ROWS = 1 << 18  # range entries summed together on an executor
 
 
 @dataclass(frozen=True)
@@ -56,21 +58,45 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
         return None
 
 
-def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int, Graph]:
+@dataclass(frozen=True)
+class StagingVersion:
+    """Where a repository's staging stood at a snapshot (`repositories.staging_version`). A later
+    snapshot `since` it reads only what was staged or copied after (a sweep's re-check: a change,
+    not the live set)."""
+
+    version: int
+
+    def to_json(self) -> bytes:
+        return json.dumps({"staging_version": self.version}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "StagingVersion":
+        return cls(int(json.loads(data)["staging_version"]))
+
+
+def snapshot_uncommitted(repo: Repository, key: str, now: datetime,
+                         since: StagingVersion | None = None) -> tuple[int, Graph, StagingVersion]:
     """Write every uncommitted reference (staged entries of all branches, recent copy records, live
     token addresses) to `key`, then read the commit graph, in that order and in one read transaction.
+    With `since`, only the entries staged and the copies recorded after it (live tokens: all, they
+    are few). Returns the count, the graph and where staging stood.
 
     Copy records guard the race between a shallow copy and this snapshot (seed 001); the copy's own
     staged entry or commit is the lasting reference, so records older than COPY_RECORD_WINDOW no
     longer count (otherwise one copy, later reset, would pin its object forever)."""
     namespace = repo.info.storage_namespace
+    staged_after = [] if since is None else [t.staged_entries.c.version > since.version]
+    copied_after = [] if since is None else [t.copy_records.c.version > since.version]
     with repo.ms.read() as conn:
+        version = StagingVersion(conn.execute(sa.select(t.repositories.c.staging_version)
+                                              .where(t.repositories.c.name == repo.name)).scalar_one())
         staged = conn.execution_options(stream_results=True).execute(
             sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
-                t.staged_entries.c.repository == repo.name, t.staged_entries.c.tombstone.is_(False)))
+                t.staged_entries.c.repository == repo.name, t.staged_entries.c.tombstone.is_(False), *staged_after))
         copies = conn.execution_options(stream_results=True).execute(
             sa.select(t.copy_records.c.address).where(
-                t.copy_records.c.repository == repo.name, t.copy_records.c.created_at > now - COPY_RECORD_WINDOW))
+                t.copy_records.c.repository == repo.name, t.copy_records.c.created_at > now - COPY_RECORD_WINDOW,
+                *copied_after))
         tokens = conn.execution_options(stream_results=True).execute(
             sa.select(t.address_tokens.c.address).where(
                 t.address_tokens.c.repository == repo.name, t.address_tokens.c.expires_at > now))
@@ -85,7 +111,7 @@ def snapshot_uncommitted(repo: Repository, key: str, now: datetime) -> tuple[int
 
         count = write_driver_parquet(repo.storage, key, batches(), UNCOMMITTED_SCHEMA)
         graph = read_graph(conn, repo.name)
-    return count, graph
+    return count, graph, version
 
 
 def read_graph(conn: sa.Connection, repo: str) -> Graph:
@@ -97,67 +123,80 @@ def read_graph(conn: sa.Connection, repo: str) -> Graph:
                  {r.id: r.metarange_id for r in rows}, branches, tags)
 
 
-def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, bool]) -> "DataFrame":
-    """(range_id, min_path, active) of every distinct range of the trees, given as metarange id ->
-    whether an active commit has that tree; a range is active when any active tree holds it. One
-    pass over the metaranges serves both the active and the expired side of a run."""
+def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int]) -> "DataFrame":
+    """(range_id, min_path, trees) of every distinct range of the trees, given as metarange id ->
+    weight; `trees` sums the weights of the trees holding the range (with weight 1 for an active
+    tree and 0 for an expired one: how many active trees hold it). One pass over the metaranges
+    serves both the active and the expired side of a run."""
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Most trees share most of their ranges: de-duplicated here, in Arrow, before Spark."""
+        """Most trees share most of their ranges: summed here, in Arrow, before Spark."""
         pending: list[pa.Table] = []
         rows = 0
         for batch in batches:
-            for mid, active in zip(batch.column("metarange_id").to_pylist(), batch.column("active").to_pylist()):
+            for mid, weight in zip(batch.column("metarange_id").to_pylist(), batch.column("weight").to_pylist()):
                 table = read_metarange(storage, mid).select(["range_id", "min_path"])  # verified whole
-                pending.append(table.append_column("active", pa.repeat(pa.scalar(active), table.num_rows)))
+                pending.append(table.append_column("trees", pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows)))
                 rows += table.num_rows
                 if rows >= _DEDUP_ROWS:
-                    yield from _distinct_ranges(pending)
+                    yield from _summed_ranges(pending)
                     pending, rows = [], 0
         if pending:
-            yield from _distinct_ranges(pending)
+            yield from _summed_ranges(pending)
 
     from pyspark.sql import functions as F
 
     rows = sorted(trees.items())
-    trees_df = spark.createDataFrame(rows or [("", False)], "metarange_id string, active boolean")
+    trees_df = spark.createDataFrame(rows or [("", 0)], "metarange_id string, weight long")
     if not rows:
         trees_df = trees_df.limit(0)
     return (trees_df.repartition(max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4)))
             .mapInArrow(read_metaranges, RANGES_DDL)
-            .groupBy("range_id", "min_path").agg(F.max("active").alias("active")))
+            .groupBy("range_id", "min_path").agg(F.sum("trees").alias("trees")))
 
 
-def _distinct_ranges(tables: list[pa.Table]) -> list[pa.RecordBatch]:
-    grouped = pa.concat_tables(tables).group_by(["range_id", "min_path"]).aggregate([("active", "max")])
-    return grouped.select(["range_id", "min_path", "active_max"]).rename_columns(["range_id", "min_path", "active"]).to_batches()
+def _summed_ranges(tables: list[pa.Table]) -> list[pa.RecordBatch]:
+    grouped = pa.concat_tables(tables).group_by(["range_id", "min_path"]).aggregate([("trees", "sum")])
+    return grouped.select(["range_id", "min_path", "trees_sum"]).rename_columns(["range_id", "min_path", "trees"]).to_batches()
 
 
-def range_addresses(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -> "DataFrame":
-    """The namespace addresses the ranges (rows of `tree_ranges`) hold: each range read once, on the
-    executors."""
+def entry_counts(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -> "DataFrame":
+    """(address, n, fresh) over the entries of the ranges (rows with range_id, min_path, weight and
+    fresh): each range read once, on the executors, each of its entries adding the range's weight
+    to its address's n and its `fresh` to the address's fresh. Every address of the ranges gets a
+    row, also when its n is 0."""
+    from pyspark.sql import functions as F
+
     namespace = storage.uri
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
         (a commit that appends to a folder rewrites its last range, keeping its first path) meet
-        in one task, and their shared entries are de-duplicated here, in Arrow, before Spark
-        ever sees them."""
-        pending: list[pa.Array] = []
+        in one task, and their shared entries are summed here, in Arrow, before Spark ever sees
+        them."""
+        pending: list[pa.Table] = []
         rows = 0
         for batch in batches:
-            for rid in batch.column("range_id").to_pylist():
+            for rid, weight, fresh in zip(*(batch.column(c).to_pylist() for c in ("range_id", "weight", "fresh"))):
                 addresses = _range_addresses(storage, namespace, rid)
-                pending.append(addresses)
+                pending.append(pa.table({"address": addresses,
+                                         "n": pa.repeat(pa.scalar(weight, pa.int64()), len(addresses)),
+                                         "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(addresses))}))
                 rows += len(addresses)
                 if rows >= _DEDUP_ROWS:
-                    yield _unique(pending)
+                    yield from _summed_addresses(pending)
                     pending, rows = [], 0
         if pending:
-            yield _unique(pending)
+            yield from _summed_addresses(pending)
 
-    return (ranges.select("range_id", "min_path")
+    return (ranges.select("range_id", "min_path", F.col("weight").cast("long"), F.col("fresh").cast("long"))
             .repartition(spark.sparkContext.defaultParallelism * 4, "min_path").sortWithinPartitions("min_path")
-            .mapInArrow(read_ranges, ADDRESS_SCHEMA))
+            .mapInArrow(read_ranges, COUNTS_DDL)
+            .groupBy("address").agg(F.sum("n").alias("n"), F.sum("fresh").alias("fresh")))
+
+
+def _summed_addresses(tables: list[pa.Table]) -> list[pa.RecordBatch]:
+    grouped = pa.concat_tables(tables).group_by("address").aggregate([("n", "sum"), ("fresh", "sum")])
+    return grouped.select(["address", "n_sum", "fresh_sum"]).rename_columns(["address", "n", "fresh"]).to_batches()
 
 
 def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Array:
@@ -169,13 +208,3 @@ def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Arra
     pairs = zip(table.column("address").to_pylist(), table.column("address_kind").to_pylist())
     keys = [namespace_key(namespace, a, k) for a, k in pairs]
     return pa.array([k for k in keys if k is not None], pa.string())
-
-
-def _unique(arrays: list[pa.Array]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pc.unique(pa.concat_arrays(arrays))], names=["address"])
-
-
-def referenced(spark: "SparkSession", storage: Storage, ranges: "DataFrame", uncommitted_key: str) -> "DataFrame":
-    """Every address the ranges (rows of `tree_ranges`) or the uncommitted snapshot reference."""
-    uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
-    return range_addresses(spark, storage, ranges).union(uncommitted)

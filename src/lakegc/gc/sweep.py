@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import itertools
 import time
+import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakegc.gc.active import active_commits
-from lakegc.gc.arrowio import read_parquet, write_parquet
-from lakegc.gc.mark import CANDIDATES_SCHEMA
-from lakegc.gc.references import referenced, snapshot_uncommitted, tree_ranges
+from lakegc.gc.arrowio import read_parquet, store_batches, write_groups
+from lakegc.gc.mark import CANDIDATES_SCHEMA, STAGING
+from lakegc.errors import LakegcError
+from lakegc.gc.references import UNCOMMITTED_DDL, StagingVersion, entry_counts, snapshot_uncommitted, tree_ranges
+from lakegc.gc.refset import RANGES_DDL, RefManifest, StateUnusable, load_manifest
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
@@ -48,32 +54,102 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     storage = repo.storage
     prefix = run_prefix(run_id)
     candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), CANDIDATES_SCHEMA)
-    protected = _protected_now(spark, repo, f"{prefix}recheck/uncommitted.parquet", policy_of, marked_active, now,
-                               fenced_active)
-    revived = candidates.join(protected, "address", "left_semi")
-    revived_parts = write_parquet(revived, storage, f"{prefix}revived")
-    write_parquet(candidates.join(protected, "address", "left_anti"), storage, f"{prefix}to_delete")
-    remaining = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), CANDIDATES_SCHEMA)
+    protected = _protected_now(spark, repo, run_id, f"{prefix}recheck/uncommitted.parquet", policy_of, marked_active,
+                               now, fenced_active)
+    judged = (candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
+              .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
+              .drop("referenced"))
+    written = write_groups(judged, storage, lambda output: f"{prefix}{output}", "output")  # one pass, both outputs
+    remaining = read_parquet(spark, storage, written.get("to_delete", []), CANDIDATES_SCHEMA)
+    totals = DeleteTally()
     for round_no in itertools.count():
         deadline = before_delete()
-        parts = write_parquet(delete_objects(spark, storage, remaining, deadline), storage,
-                              f"{prefix}deleted/round-{round_no}")
-        remaining = (read_parquet(spark, storage, [key for key, _ in parts], RESULT_DDL)
-                     .where(F.col("error").startswith(DEFERRED)).select("address", "size", "mtime", "reason"))
-        if remaining.isEmpty():
+        tally = delete_recorded(spark, storage, remaining, deadline, f"{prefix}deleted/round-{round_no}")
+        totals = totals + tally
+        if not tally.deferred_parts:
             break
-    return (*deletion_stats(spark, storage, output_keys(storage, run_id, "deleted")),
-            sum(rows for _, rows in revived_parts))
+        remaining = (read_parquet(spark, storage, tally.deferred_parts, RESULT_DDL)
+                     .where(F.col("error").startswith(DEFERRED)).select("address", "size", "mtime", "reason"))
+    revived = sum(pq_rows(storage, key) for key in written.get("revived", []))
+    return totals.deleted, totals.bytes, totals.failed, revived
 
 
-def _protected_now(spark: "SparkSession", repo: Repository, uncommitted_key: str, policy_of: PolicyOf,
+@dataclass(frozen=True)
+class DeleteTally:
+    """What one round of deletes did, summed from each task's part (no second read of the parts)."""
+
+    deleted: int = 0
+    bytes: int = 0
+    failed: int = 0  # tried and not gone (deferred keys are not failed: a later round tries them)
+    deferred_parts: tuple[str, ...] = ()  # parts holding keys deferred to the next round
+
+    def __add__(self, other: "DeleteTally") -> "DeleteTally":
+        return DeleteTally(self.deleted + other.deleted, self.bytes + other.bytes, self.failed + other.failed,
+                           other.deferred_parts)
+
+
+TALLY_DDL = "key string, deleted long, bytes long, failed long, deferred long"
+
+
+def delete_recorded(spark: "SparkSession", storage: Storage, to_delete: "DataFrame", deadline: float,
+                    folder: str) -> DeleteTally:
+    """Delete (see `delete_objects`) and record each task's results as one Parquet part under
+    `folder`, in one Spark job; each task also counts what its part holds."""
+    def record(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        key = f"{folder}/part-{uuid.uuid4().hex}.parquet"
+        counts = {"deleted": 0, "bytes": 0, "failed": 0, "deferred": 0}
+
+        def counted() -> Iterator[pa.RecordBatch]:
+            for batch in _delete(storage, batches, deadline):
+                deleted = batch.column("deleted")
+                deferred = pc.fill_null(pc.starts_with(batch.column("error"), DEFERRED), False)
+                counts["deleted"] += pc.sum(deleted).as_py() or 0
+                counts["bytes"] += pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0
+                counts["deferred"] += pc.sum(deferred).as_py() or 0
+                counts["failed"] += batch.num_rows - pc.sum(pc.or_(deleted, deferred)).as_py()
+                yield batch
+
+        if store_batches(storage, key, counted(), schema=None) is not None:
+            yield pa.RecordBatch.from_pylist([{"key": key, **counts}])
+
+    rows = _by_folder(spark, to_delete).mapInArrow(record, TALLY_DDL).collect()  # a row per task
+    return DeleteTally(sum(r["deleted"] for r in rows), sum(r["bytes"] for r in rows), sum(r["failed"] for r in rows),
+                       tuple(r["key"] for r in rows if r["deferred"]))
+
+
+def pq_rows(storage: Storage, key: str) -> int:
+    """Rows of a Parquet part, from its footer."""
+    return pq.ParquetFile(pa.BufferReader(storage.read(key))).metadata.num_rows
+
+
+def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, uncommitted_key: str, policy_of: PolicyOf,
                    marked_active: set[str], now: datetime, fenced_active: frozenset[str] | set[str]) -> "DataFrame":
-    """Addresses referenced now (or when the fence went up) that the mark did not count as referenced."""
-    _, graph = snapshot_uncommitted(repo, uncommitted_key, now)
+    """Addresses referenced now (or when the fence went up) that the mark did not count as
+    referenced: what was staged or copied since the mark and the live tokens, and the entries of
+    ranges that no tree counted active at the mark held (read from the trees that became active
+    since). A change, not the live set: what was uncommitted at the mark is not a candidate."""
+    from pyspark.sql import functions as F
+
+    storage = repo.storage
+    try:
+        since: StagingVersion | None = StagingVersion.from_json(storage.read(run_prefix(run_id) + STAGING))
+    except (LakegcError, OSError, ValueError, KeyError, TypeError):
+        since = None  # a run marked before staging versions: everything uncommitted is re-checked
+    _, graph, _ = snapshot_uncommitted(repo, uncommitted_key, now, since)
     active_now = active_commits(graph.commits, graph.branches, policy_of, graph.tags) | fenced_active
     newly_active = (active_now & graph.metaranges.keys()) - marked_active
-    ranges = tree_ranges(spark, repo.storage, {graph.metaranges[c]: True for c in newly_active})
-    return referenced(spark, repo.storage, ranges, uncommitted_key).distinct()
+    try:
+        marked: RefManifest | None = load_manifest(storage, run_prefix(run_id))
+    except StateUnusable:
+        marked = None  # a run marked before reference sets: every range of those trees is read
+    trees = {graph.metaranges[c] for c in newly_active} - (marked.active if marked else set())
+    ranges = tree_ranges(spark, storage, {mid: 1 for mid in trees})
+    if marked is not None and trees:
+        counted = read_parquet(spark, storage, list(marked.ranges), RANGES_DDL).where(F.col("trees") > 0)
+        ranges = ranges.join(counted.select("range_id"), "range_id", "left_anti")
+    committed = entry_counts(spark, storage, ranges.withColumn("weight", F.lit(1)).withColumn("fresh", F.lit(0))).select("address")
+    uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
+    return committed.union(uncommitted).distinct()
 
 
 def delete_objects(spark: "SparkSession", storage: Storage, to_delete: "DataFrame",
@@ -81,11 +157,15 @@ def delete_objects(spark: "SparkSession", storage: Storage, to_delete: "DataFram
     """Delete the objects of `to_delete` (rows of CANDIDATES_SCHEMA) on the executors: one RESULT_DDL
     row each. Each task deletes whole folders in key order: tasks unlinking in the same folders at
     once wait on each other's folder locks (50K local deletes spread at random took 12 s)."""
+    return _by_folder(spark, to_delete).mapInArrow(lambda batches: _delete(storage, batches, deadline), RESULT_DDL)
+
+
+def _by_folder(spark: "SparkSession", to_delete: "DataFrame") -> "DataFrame":
+    """Whole folders to a task, in key order (see `delete_objects`)."""
     from pyspark.sql import functions as F
 
     folder = F.regexp_extract("address", r"^(.*)/", 1)
-    return (to_delete.repartition(spark.sparkContext.defaultParallelism * 2, folder).sortWithinPartitions("address")
-            .mapInArrow(lambda batches: _delete(storage, batches, deadline), RESULT_DDL))
+    return to_delete.repartition(spark.sparkContext.defaultParallelism * 2, folder).sortWithinPartitions("address")
 
 
 def _delete(storage: Storage, batches: Iterator[pa.RecordBatch], deadline: float) -> Iterator[pa.RecordBatch]:

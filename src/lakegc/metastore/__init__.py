@@ -16,7 +16,7 @@ from lakegc.metastore import schema
 from lakegc.redact import mask_secrets
 from lakegc.timeutil import utcnow
 
-SCHEMA_VERSION = 3  # 3: gc_fences (a new table: create_all adds it, no step needed)
+SCHEMA_VERSION = 4  # 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions
 
 
 def _v2_slice_write_window(conn: Connection) -> None:
@@ -25,9 +25,17 @@ def _v2_slice_write_window(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE slices ADD COLUMN writable_until {column_type}")
 
 
+def _v4_staging_version(conn: Connection) -> None:
+    """Staged entries and copy records carry the repository's staging version when written, so a GC sweep re-checks
+    only what changed since its mark. Rows from before stay NULL: older than any mark made since."""
+    conn.exec_driver_sql("ALTER TABLE repositories ADD COLUMN staging_version BIGINT NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("ALTER TABLE staged_entries ADD COLUMN version BIGINT")
+    conn.exec_driver_sql("ALTER TABLE copy_records ADD COLUMN version BIGINT")
+
+
 # version -> the step that brings a database at version - 1 to it. New tables need no step:
 # create_all adds them; columns added to existing tables do. Any schema change bumps the version.
-MIGRATIONS = {2: _v2_slice_write_window}
+MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version}
 
 
 def lakegc_home() -> Path:

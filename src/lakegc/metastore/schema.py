@@ -55,6 +55,9 @@ repositories = sa.Table(
     sa.Column("storage_namespace", LOCATION, nullable=False, unique=True),
     sa.Column("default_branch", NAME, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
+    # Bumped by every write that stages an entry or records a copy, which carry the new value (`version`):
+    # a GC sweep re-checks only what was staged after its mark.
+    sa.Column("staging_version", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 
@@ -99,6 +102,7 @@ staged_entries = sa.Table(
     sa.Column("mtime", UtcDateTime),
     sa.Column("metadata", TEXT),
     sa.Column("tombstone", sa.Boolean, nullable=False, default=False),
+    sa.Column("version", sa.BigInteger),  # repositories.staging_version when staged (NULL: before schema v4)
 )
 
 slices = sa.Table(
@@ -118,6 +122,7 @@ copy_records = sa.Table(
     sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
     sa.Column("address", LOCATION, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("version", sa.BigInteger),  # repositories.staging_version when copied (NULL: before schema v4)
 )
 
 address_tokens = sa.Table(

@@ -332,10 +332,11 @@ class Repository:
         with self.ms.write() as conn:
             self._branch_head(conn, dest_branch)
             self._fenced(conn, sources=[from_commit] if from_commit else [])
+            version = self._next_staging_version(conn)
             if entry.address_kind is AddressKind.RELATIVE:
                 conn.execute(t.copy_records.insert().values(repository=self.name, address=entry.address,
-                                                            created_at=entry.mtime))
-            self._stage(conn, dest_branch, entry)
+                                                            created_at=entry.mtime, version=version))
+            self._stage(conn, dest_branch, entry, version)
         return entry
 
     def get_physical_address(self, branch: str, path: str, ttl: timedelta = DEFAULT_TOKEN_TTL) -> tokens.TokenClaims:
@@ -404,12 +405,21 @@ class Repository:
     def _staging_of(self, branch: str) -> sa.ColumnElement[bool]:
         return sa.and_(self._of(t.staged_entries), t.staged_entries.c.branch == branch)
 
-    def _stage(self, conn: Connection, branch: str, entry: Entry) -> None:
+    def _next_staging_version(self, conn: Connection) -> int:
+        """A new staging version for what this write stages or copies (writers queue on one lock,
+        so versions follow the order of the writes): a GC sweep re-checks only what was staged or
+        copied after its mark."""
+        repo = t.repositories
+        conn.execute(repo.update().where(repo.c.name == self.name).values(staging_version=repo.c.staging_version + 1))
+        return conn.execute(sa.select(repo.c.staging_version).where(repo.c.name == self.name)).scalar_one()
+
+    def _stage(self, conn: Connection, branch: str, entry: Entry, version: int | None = None) -> None:
         self._unstage(conn, branch, entry.path)
+        version = version if version is not None else self._next_staging_version(conn)
         conn.execute(t.staged_entries.insert().values(
             repository=self.name, branch=branch, path=entry.path, address=entry.address,
             address_kind=str(entry.address_kind), size=entry.size, checksum=entry.checksum, mtime=entry.mtime,
-            metadata=entry.metadata, tombstone=False))
+            metadata=entry.metadata, tombstone=False, version=version))
 
     def _unstage(self, conn: Connection, branch: str, path: str) -> None:
         conn.execute(t.staged_entries.delete().where(self._staging_of(branch), t.staged_entries.c.path == path))
@@ -508,6 +518,11 @@ class Repository:
         if moved:
             _insert_commit(conn, self.name, commit)
         return bool(moved)
+
+    def metaranges(self) -> set[str]:
+        """The trees of every commit (commits are never deleted, so this set only grows)."""
+        with self.ms.read() as conn:
+            return set(conn.execute(sa.select(t.commits.c.metarange_id).where(self._of(t.commits)).distinct()).scalars())
 
     def log(self, ref: str, amount: int | None = None) -> list[Commit]:
         with self.ms.read() as conn:

@@ -1,0 +1,234 @@
+"""The reference set a run keeps for the next one, so an incremental run costs what changed.
+
+Every run writes, under `_lakegc/gc/<run>/refs/`:
+- `ranges/`: every range of every tree in the repository, with `trees`, how many distinct *active*
+  trees (metaranges of active commits) hold it;
+- `addresses/`: every namespace address any range of any tree holds, with `n`, how many entries
+  of active ranges hold it (0: only expired trees do), as Parquet files per *part*: the day of the
+  address's slice (`data/<slice>/...`; see `part_of`). A part may have several files, *layers*,
+  whose rows add up: an address's `n` is the sum of its rows;
+- `manifest.json`: which trees were known and which active, and the files of both tables. A part's
+  files may be earlier runs', carried forward unchanged.
+
+A clean run reads every distinct range once to build the set. An incremental run starts from its
+base run's set and applies the difference: the trees that became active (+1 to each of their
+ranges), left the active set (-1), or are new; then only the ranges whose state changed (active
+now and not then, or the reverse, or never seen) are read, each entry adding or taking 1 from its
+address's `n`. Only the slices those addresses lie in are rewritten. Because ranges are immutable
+(their id is the hash of their content) and commits are never deleted, this is exactly the set a
+clean run would build, which the property tests check table for table.
+
+What the set decides (`mark`): an object is *referenced by a commit* when its `n` > 0, and when it
+is a candidate its reason is `expired` when it has a row at all (only expired trees hold it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+
+from lakegc.errors import LakegcError
+from lakegc.gc.arrowio import read_parquet, write_groups, write_parquet
+from lakegc.gc.references import entry_counts, tree_ranges
+from lakegc.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MANIFEST = "refs/manifest.json"
+RANGES_DDL = "range_id string, min_path string, trees long"
+ADDRESSES_DDL = "address string, n long"
+SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice an address lies in ('' when none)
+PART_SECONDS = 86_400  # the addresses of a day of slices share their files (slices are hourly at most)
+_FORMAT = 1
+MAX_LAYERS = 8  # files per part before they are folded into one
+
+
+class StateUnusable(LakegcError):
+    """A base run's reference set cannot be used (missing, unreadable, inconsistent): run clean."""
+
+
+@dataclass(frozen=True)
+class RefManifest:
+    """What a run's reference set is made of (small: ids of trees and keys of files)."""
+
+    metaranges: frozenset[str]  # every tree the run knew
+    active: frozenset[str]  # the trees of its active commits
+    ranges: tuple[str, ...]  # Parquet files of RANGES_DDL
+    parts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # part (`part_of`) -> files of ADDRESSES_DDL
+
+    def to_json(self) -> bytes:
+        return json.dumps({"format": _FORMAT, "metaranges": sorted(self.metaranges), "active": sorted(self.active),
+                           "ranges": list(self.ranges), "parts": {s: list(k) for s, k in sorted(self.parts.items())}},
+                          indent=0).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "RefManifest":
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != _FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
+            parts = {str(s): tuple(str(k) for k in keys) for s, keys in doc["parts"].items()}
+            return cls(frozenset(doc["metaranges"]), frozenset(doc["active"]), tuple(doc["ranges"]), parts)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StateUnusable(f"its reference manifest is unreadable ({exc})") from None
+
+    def files(self) -> list[str]:
+        return [*self.ranges, *(key for keys in self.parts.values() for key in keys)]
+
+    def part_files(self, parts: set[str]) -> list[str]:
+        return [key for part in sorted(parts) for key in self.parts.get(part, ())]
+
+    def slice_files(self, slices: set[str]) -> list[str]:
+        """The files holding the addresses of these slices (and of the others of their parts)."""
+        return self.part_files({part_of(name) for name in slices})
+
+
+def part_of(slice_name: str) -> str:
+    """The part whose files hold a slice's addresses: its day for a slice named as lakegc names
+    them (an inverted timestamp), else the name itself. Parts keep files few and large while a
+    change still rewrites little: slices close within the hour, so new writes reach new parts."""
+    return f"d{int(slice_name) // PART_SECONDS}" if slice_name.isascii() and slice_name.isdigit() else f"s:{slice_name}"
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    """How the set of trees moved between a base run and now: each tree's weight on its ranges'
+    `trees` count (+1 became active, -1 left the active set, 0 new but not active)."""
+
+    weights: dict[str, int]
+
+    @classmethod
+    def between(cls, base: RefManifest, all_now: set[str], active_now: set[str]) -> "TreeChange":
+        unknown = base.metaranges - all_now
+        if unknown:
+            raise StateUnusable(f"it knew {len(unknown)} tree(s) this repository no longer has (e.g. {min(unknown)})")
+        weights = {mid: 0 for mid in all_now - base.metaranges}
+        weights.update({mid: 1 for mid in active_now - base.active})
+        weights.update({mid: -1 for mid in base.active - active_now})
+        return cls(weights)
+
+
+def load_manifest(storage: Storage, prefix: str) -> RefManifest:
+    """The base run's manifest, every file it names present; else StateUnusable saying what is wrong."""
+    try:
+        data = storage.read(prefix + MANIFEST)
+    except (LakegcError, OSError) as exc:
+        raise StateUnusable(f"its reference set is missing ({exc})") from None
+    manifest = RefManifest.from_json(data)
+    missing = [key for key in manifest.files() if not storage.exists(key)]
+    if missing:
+        raise StateUnusable(f"{len(missing)} file(s) of its reference set are missing (e.g. {missing[0]})")
+    return manifest
+
+
+@dataclass
+class RefSet:
+    """A run's reference set while it marks: DataFrames, and the manifest that will describe it."""
+
+    ranges: "DataFrame"  # RANGES_DDL: every range now
+    addresses: "DataFrame"  # ADDRESSES_DDL + part: the rows this run writes (all, or its change's layers)
+    manifest: RefManifest  # what is carried from the base; `persist` adds what this run writes
+    moved: set[str] | None  # parts whose addresses moved (None: a clean build)
+    lost: "DataFrame | None" = None  # addresses whose n fell to 0 since the base (incremental only)
+    cached: list["DataFrame"] = field(default_factory=list)  # to unpersist when the mark is done
+
+
+def part_column() -> "object":
+    """`part_of` the address's slice, as a Spark column."""
+    from pyspark.sql import functions as F
+
+    name = F.regexp_extract("address", SLICE_OF_KEY, 1)
+    return (F.when(name.rlike("^[0-9]+$"), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string")))
+            .otherwise(F.concat(F.lit("s:"), name)))
+
+
+def build_clean(spark: "SparkSession", storage: Storage, metaranges: Mapping[str, str], active: set[str]) -> RefSet:
+    """From every tree: each distinct range read once. `metaranges` maps commit -> tree."""
+    from pyspark.sql import functions as F
+
+    trees = set(metaranges.values())
+    active_trees = {metaranges[c] for c in active if c in metaranges}
+    ranges = tree_ranges(spark, storage, {mid: int(mid in active_trees) for mid in trees})
+    ranges = ranges.persist()  # read twice: entries below, and written
+    weighted = ranges.select("range_id", "min_path", F.when(F.col("trees") > 0, 1).otherwise(0).alias("weight"),
+                             F.lit(0).alias("fresh"))
+    addresses = (entry_counts(spark, storage, weighted).drop("fresh")
+                 .withColumn("part", part_column()).persist())  # written, then joined
+    return RefSet(ranges, addresses, RefManifest(frozenset(trees), frozenset(active_trees), ()), None,
+                  cached=[ranges, addresses])
+
+
+def build_incremental(spark: "SparkSession", storage: Storage, base: RefManifest, metaranges: Mapping[str, str],
+                      active: set[str]) -> RefSet:
+    """The base run's set moved to now, reading only the trees and ranges that changed (its
+    `addresses` are the change, as layers of the parts it moved, `moved`)."""
+    from pyspark.sql import functions as F
+
+    trees = set(metaranges.values())
+    active_trees = {metaranges[c] for c in active if c in metaranges}
+    change = TreeChange.between(base, trees, active_trees)
+    moved = tree_ranges(spark, storage, change.weights).withColumnRenamed("trees", "d").withColumnRenamed(
+        "min_path", "new_min_path")
+    before = read_parquet(spark, storage, list(base.ranges), RANGES_DDL).withColumnRenamed("trees", "t0")
+    joined = (before.join(moved, "range_id", "full_outer")
+              .select("range_id", F.coalesce("min_path", "new_min_path").alias("min_path"),
+                      F.col("t0"), (F.coalesce("t0", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("trees"))).persist()
+    was, now, first_seen = F.coalesce(F.col("t0"), F.lit(0)) > 0, F.col("trees") > 0, F.col("t0").isNull()
+    # +1/-1 on each entry of a range that became active or stopped being. An address whose n does
+    # not move needs a row only when no range held it before: it is then only in first-seen ranges
+    # no active tree holds (`fresh`); one that a first-seen active range holds has moved, or a
+    # range that left the active set (and so was known) held it too.
+    changed = joined.where((was != now) | first_seen).select(
+        "range_id", "min_path", F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
+        F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"))
+    delta = (entry_counts(spark, storage, changed).where((F.col("n") != 0) | (F.col("fresh") > 0))
+             .select("address", F.col("n").alias("dn")).withColumn("part", part_column())).persist()
+    moved_parts = delta.groupBy("part").agg((F.min("dn") < 0).alias("fell")).collect()  # part names: a short list
+    touched = {r["part"] for r in moved_parts}
+    fold = layers_to_fold(base, touched)
+    fell = delta.where(F.col("dn") < 0)
+    held = (read_parquet(spark, storage, base.part_files({r["part"] for r in moved_parts if r["fell"]}),
+                         ADDRESSES_DDL).join(fell.select("address"), "address", "left_semi")
+            .groupBy("address").agg(F.sum("n").alias("n0")))  # what those addresses had: their parts' layers
+    lost = fell.join(held, "address").where(F.col("n0") + F.col("dn") == 0).select("address")
+    in_fold = F.col("part").isin(sorted(fold))
+    folded = (read_parquet(spark, storage, base.part_files(fold), ADDRESSES_DDL)
+              .unionByName(delta.where(in_fold).select("address", F.col("dn").alias("n")))
+              .groupBy("address").agg(F.sum("n").alias("n")).withColumn("part", part_column()))
+    layers = delta.where(~in_fold).select("address", F.col("dn").alias("n"), "part").unionByName(folded)
+    carried = {name: keys for name, keys in base.parts.items() if name not in fold}
+    return RefSet(joined.select("range_id", "min_path", "trees"), layers,
+                  RefManifest(frozenset(trees), frozenset(active_trees), (), carried), touched, lost,
+                  cached=[joined, delta])
+
+
+def layers_to_fold(base: RefManifest, touched: set[str]) -> set[str]:
+    """The parts whose files are folded into one this run: a moved part gets its change as one
+    more file (a layer) unless it would then have more than MAX_LAYERS; reading a part sums its
+    layers, so folding bounds what a read costs."""
+    return {name for name in touched if len(base.parts.get(name, ())) + 1 > MAX_LAYERS}
+
+
+def persist(storage: Storage, prefix: str, refs: RefSet) -> RefManifest:
+    """Write the ranges and this run's address layers, then the manifest naming them (last: a
+    run killed before it leaves no manifest, and the next run goes clean)."""
+    ranges = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges")
+    folder = f"{prefix}refs/addresses"
+    by_part = write_groups(refs.addresses, storage, lambda _: folder, "part")
+    parts = dict(refs.manifest.parts)
+    for name, keys in by_part.items():  # a new layer on top of what was carried, or the part anew
+        parts[name] = (*parts.get(name, ()), *keys)
+    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active, tuple(key for key, _ in ranges), parts)
+    storage.write(prefix + MANIFEST, manifest.to_json())
+    return manifest
+
+
+def read_addresses(spark: "SparkSession", storage: Storage, manifest: RefManifest, slices: set[str]) -> "DataFrame":
+    """ADDRESSES_DDL rows of the given slices (and the rest of their parts), layers summed."""
+    from pyspark.sql import functions as F
+
+    return (read_parquet(spark, storage, manifest.slice_files(slices), ADDRESSES_DDL)
+            .groupBy("address").agg(F.sum("n").alias("n")))
