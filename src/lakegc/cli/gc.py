@@ -78,11 +78,16 @@ def run(ctx: typer.Context, uri: str,
         default_cutoff: Optional[str] = typer.Option(None, "--default-cutoff", help="POLICY for other branches and dangling commits."),
         master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
         conf: list[str] = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable)."),
+        inventory: Optional[str] = typer.Option(
+            None, "--inventory", metavar="MANIFEST",
+            help="List the namespace from this S3 Inventory manifest.json (a path or s3://...) instead of listing "
+                 "it; slices written since it was taken are listed directly. Refused when older than --min-age."),
         as_json: bool = JSON) -> None:
     """Mark and sweep in one Spark job; prints the run's summary."""
     name = _repo_uri(uri)
     options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=parse_duration(min_age), clean=clean,
-                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=parse_conf(conf))
+                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=parse_conf(conf),
+                        inventory=inventory)
     with progress(f"GC {name}", quiet=as_json) as phase:
         summary = run_gc(state(ctx).lake, name, options, phase)
     print_summary(summary, as_json)

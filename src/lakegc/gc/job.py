@@ -18,6 +18,7 @@ from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.gc.config import get_rules
 from lakegc.gc.incremental import Plan, plan
+from lakegc.gc.inventory_format import load_inventory
 from lakegc.gc.fence import lower_fence, raise_fence
 from lakegc.gc.lease import LEASE_TTL, Lease
 from lakegc.gc.mark import BASE_OUTPUTS, SETTLED, mark
@@ -48,6 +49,7 @@ class GcOptions:
     default_cutoff: str | None = None
     master: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    inventory: str | None = None  # an S3 Inventory manifest.json to list the namespace from
 
 
 def resolve_policies(repo: Repository, cutoffs: tuple[str, ...], default_cutoff: str | None,
@@ -82,21 +84,26 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
     now = utcnow()
     policy_of, policy = resolve_policies(repo, options.cutoffs, options.default_cutoff, now)
     check_namespace(repo)
+    inventory = load_inventory(options.inventory, repo.info.storage_namespace, now, options.min_age) \
+        if options.inventory else None
     store = RunStore(lake.metastore, name)
     run_id = new_run_id(now)
     with Lease(lake.metastore, name, run_id) as lease:
         _report_interrupted(store, repo, lease.interrupted)
         chosen = plan_run(store, repo, options, policy)
         spark = spark or _spark(options)
+        listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
         summary = RunSummary(run_id, name, RunState.MARKING, chosen.mode, options.dry_run, options.mark_only,
                              now.isoformat(), None, (now - options.min_age).isoformat(),
-                             options.min_age.total_seconds(), policy, mode_reason=chosen.reason,
+                             options.min_age.total_seconds(), policy, mode_reason=chosen.reason + listed,
                              base_run_id=chosen.base.run_id if chosen.base else None)
         store.create(summary, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
-                               "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat()})
+                               "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat(),
+                               "inventory": inventory and {"manifest": inventory.manifest,
+                                                          "created": inventory.created.isoformat()}})
         timed = PhaseTimer(summary, phase)
         with _recorded(store, repo, summary):
-            result = mark(spark, repo, run_id, chosen, policy_of, now, options.min_age, timed)
+            result = mark(spark, repo, run_id, chosen, policy_of, now, options.min_age, timed, inventory=inventory)
             timed.stop()
             summary.num_listed, summary.num_candidates = result.num_listed, result.num_candidates
             summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason

@@ -28,7 +28,8 @@ from lakegc.gc.active import active_commits
 from lakegc.gc.ages import candidate_ages, listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
-from lakegc.gc.listing import list_namespace, slices, stat_objects
+from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
+from lakegc.gc.listing import slices, stat_objects
 from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
 from lakegc.gc.refset import MANIFEST, SLICE_OF_KEY, RefSet, build_clean, build_incremental, persist, read_addresses
 from lakegc.gc.rules import PolicyOf
@@ -68,7 +69,7 @@ def uncommitted_key(run_id: str) -> str:
 
 
 def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
-         min_age: timedelta, phase: Phase) -> MarkResult:
+         min_age: timedelta, phase: Phase, inventory: Inventory | None = None) -> MarkResult:
     from pyspark.sql import functions as F
 
     storage = repo.storage
@@ -79,7 +80,8 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     slice_names = slices(repo.storage)
     to_list = [name for name in slice_names if name not in plan.settled]
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
-    listing = list_namespace(spark, storage, to_list, cutoff).persist()
+    listing, from_inventory = namespace_listing(spark, storage, to_list, windows, cutoff, inventory)
+    listing = listing.persist()
     num_listed, young, ages = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
     phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
@@ -119,6 +121,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         else:
             addresses = read_addresses(spark, storage, manifest, judged)
     candidates = _candidates(objects, addresses, uncommitted)
+    candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
     write_parquet(candidates, storage, f"{prefix}candidates")
     for df in [listing, *refs.cached]:
         df.unpersist()

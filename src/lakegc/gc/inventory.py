@@ -1,0 +1,228 @@
+"""Listing a namespace from an S3 Inventory instead of listing it (CLI.md "Inventory listing").
+
+An inventory is a listing S3 writes once a day or week: a `manifest.json` naming data files
+(gzip'd CSV or Parquet) whose rows are the objects that existed when it was taken
+(`creationTimestamp`). A folder namespace uses the same format with an empty bucket and keys
+relative to its root. Reading one costs a few large reads where listing costs a request per 1,000
+objects.
+
+What a run takes from it, and why that is safe:
+- Only the slices no object can have landed in since it was taken (`must_list` keeps the others,
+  and every slice the metastore does not know, for a direct listing; the root is always listed).
+- Only keys of those slices: `_lakegc/`, other buckets' rows, keys outside the namespace and keys
+  no store could address unambiguously (`..`, empty segments) are dropped (`keep_rows`).
+- An inventory only *suggests* objects. Every candidate it suggested is looked up in the store
+  before it is written down (`confirm_present`): one that is gone is left out (not an error, never
+  counted as deleted), and the store's size and mtime replace the inventory's, so neither a stale
+  nor a tampered row can make a young object a candidate. What an inventory misses is simply not a
+  candidate this run.
+- An inventory older than min-age is refused (it could predate objects still in their grace
+  period), and so is another namespace's: its sourceBucket must be the namespace's bucket (for a
+  folder: empty, or the folder), and it must list the namespace's marker `_lakegc/repository.json`
+  with the size and date the marker has. A folder inventory's Bucket is empty, so only its content
+  can say whose it is; the marker also shows a bucket inventory covers the namespace's prefix.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.gc.incremental import SliceWindow
+from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
+from lakegc.gc.listing import LISTING_DDL, LISTING_SCHEMA, list_namespace
+from lakegc.repo.slices import slice_created
+from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
+from lakegc.storage.namespace import MARKER
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# S3 Inventory is eventually consistent: an object written shortly before the inventory was taken
+# may be missing from it. Slices still open that close to it are listed directly (about one more).
+INVENTORY_MARGIN = timedelta(hours=1)
+SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice a key lies in (Spark's regexes)
+_SLICE = r"^data/(?P<slice>[^/]+)/."  # the same for Arrow's
+_UNADDRESSABLE = r"^/|//|/$|(^|/)\.\.?(/|$)|\x00"  # what `check_key` refuses, as a regex
+
+
+# -- decisions: pure functions ---------------------------------------------------------------------------
+def must_list(slice_names: list[str], windows: dict[str, SliceWindow], taken: datetime,
+              margin: timedelta = INVENTORY_MARGIN) -> list[str]:
+    """The slices to list directly: those an object may have landed in at or after the inventory
+    (minus `margin`) was taken: still writable then, of unknown window, unknown to the metastore, or
+    opened since (by the metastore or by their name)."""
+    since = taken - margin
+
+    def open_since(name: str) -> bool:
+        window = windows.get(name)
+        return (window is None or window.writable_until is None or window.writable_until >= since
+                or window.created_at >= since or _named_since(name, since))
+
+    return [name for name in slice_names if open_since(name)]
+
+
+def _named_since(name: str, since: datetime) -> bool:
+    try:
+        return slice_created(name) >= since.timestamp()
+    except ValueError:
+        return True  # not a name lakegc gives: nothing says how old it is
+
+
+def keep_rows(raw: pa.RecordBatch, bucket: str, prefix: str, covered: pa.Array, cutoff: datetime) -> pa.RecordBatch:
+    """Inventory rows (`inventory_format.RAW`) as listing rows (LISTING_SCHEMA): only current
+    objects of `bucket` under `prefix`, in a `covered` slice, with an addressable key ('..', empty
+    segments and the like are left out, as an S3 listing leaves them out), keyed relative to the
+    namespace."""
+    keys, mtimes = raw.column("key"), raw.column("mtime")
+    relative = pc.utf8_slice_codeunits(keys, len(prefix))
+    slices = pc.struct_field(pc.extract_regex(relative, _SLICE), [0])
+    keep = _all(pc.equal(pc.fill_null(raw.column("bucket"), ""), bucket), pc.starts_with(keys, prefix),
+                pc.invert(pc.match_substring_regex(relative, _UNADDRESSABLE)), pc.is_in(slices, value_set=covered),
+                raw.column("current"), pc.is_valid(raw.column("size")), pc.is_valid(mtimes))
+    mtimes = mtimes.filter(keep)
+    return pa.RecordBatch.from_arrays(
+        [relative.filter(keep), raw.column("size").filter(keep), mtimes, slices.filter(keep),
+         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING_SCHEMA)
+
+
+def _all(*conditions: pa.Array) -> pa.Array:
+    """True where every condition is (null counts as false)."""
+    return pc.fill_null(functools.reduce(pc.and_kleene, conditions), False)
+
+
+def lists_marker(raw: pa.RecordBatch, bucket: str, prefix: str, marker: ObjectInfo) -> bool:
+    """The rows hold the namespace's marker as it is: the same size, and the same date to the
+    millisecond (S3 Inventory's precision; to the second when the row gives no more than that)."""
+    rows = raw.filter(pc.fill_null(pc.equal(raw.column("key"), prefix + MARKER), False)).to_pylist()
+    return any((r["bucket"] or "") == bucket and r["size"] == marker.size and r["mtime"] is not None
+               and _same_date(r["mtime"], marker.mtime) for r in rows)
+
+
+def _same_date(listed: datetime, actual: datetime) -> bool:
+    unit = 1000 if listed.microsecond else 1_000_000  # microseconds in a millisecond, or in a second
+    return _epoch_us(listed) // unit == _epoch_us(actual) // unit
+
+
+def _epoch_us(when: datetime) -> int:
+    return (when - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+
+
+# -- reading data files, on the executors ------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Reader:
+    """One `mapInArrow` task over data file locations: their rows the namespace may take, as listing
+    rows; `seen` counts the files that list the namespace's marker as it is."""
+
+    inventory: Inventory
+    bucket: str
+    prefix: str
+    covered: tuple[str, ...]
+    cutoff: datetime
+    marker: ObjectInfo
+    s3: S3Settings
+    seen: Any  # a Spark accumulator
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        covered = pa.array(self.covered, pa.string())
+        for batch in batches:
+            for location in batch.column("location").to_pylist():
+                found = False
+                for raw in self._rows(location):
+                    found = found or lists_marker(raw, self.bucket, self.prefix, self.marker)
+                    kept = keep_rows(raw, self.bucket, self.prefix, covered, self.cutoff)
+                    if kept.num_rows:
+                        yield kept
+                self.seen.add(int(found))
+
+    def _rows(self, location: str) -> Iterator[pa.RecordBatch]:
+        fmt = self.inventory.format
+        try:
+            with open_data_file(location, self.s3) as source:
+                yield from read_objects(source, fmt, self.inventory.fields)
+        except LakegcError as exc:
+            raise InvalidArgument(f"inventory data file {location} cannot be read as {fmt}: {exc}") from None
+        except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            what = "gzip'd CSV" if fmt is Format.CSV else "Parquet"
+            raise InvalidArgument(f"inventory data file {location} is not {what} with the manifest's fileSchema: "
+                                  f"{detail}") from None
+
+
+# -- the listing, and the look-up of what it suggested ---------------------------------------------------
+def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Inventory, slice_names: list[str],
+                      windows: dict[str, SliceWindow], older_than: datetime) -> tuple["DataFrame", list[str]]:
+    """Rows of LISTING_DDL for `slice_names` and the root: the slices `must_list` names and the root
+    listed directly, the others read from the inventory's data files (one task per file). Returns
+    the rows, persisted (read once here to check the inventory is this namespace's), and the slices
+    listed directly."""
+    direct = must_list(slice_names, windows, manifest.created)
+    covered = tuple(name for name in slice_names if name not in set(direct))
+    # a listing gives the marker's date to the millisecond at least, where an S3 HEAD gives seconds
+    marker = next((o for o in storage.list(posixpath.dirname(MARKER) + "/", recursive=False) if o.key == MARKER), None)
+    if marker is None:
+        raise InvalidArgument(f"namespace {storage.uri} has no {MARKER}")
+    bucket, prefix = (storage.bucket, storage.prefix) if isinstance(storage, S3Storage) else ("", "")
+    seen = spark.sparkContext.accumulator(0)
+    reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
+    files = spark.createDataFrame([(f.location,) for f in manifest.files], "location string")
+    from_inventory = files.repartition(min(len(manifest.files), spark.sparkContext.defaultParallelism * 2)).mapInArrow(
+        reader, LISTING_DDL)
+    rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
+    rows.count()
+    if not seen.value:
+        rows.unpersist()
+        raise InvalidArgument(f"inventory {manifest.manifest} does not list {prefix}{MARKER} as it is in namespace "
+                              f"{storage.uri}: it is not an inventory of this namespace (or not of all of it)")
+    return rows, direct
+
+
+def namespace_listing(spark: "SparkSession", storage: Storage, slice_names: list[str],
+                      windows: dict[str, SliceWindow], older_than: datetime,
+                      inventory: Inventory | None) -> tuple["DataFrame", list[str]]:
+    """A run's listing (see `listing.list_namespace`), from `inventory` when there is one; and the
+    slices the inventory stood for (their candidates go through `confirm_present`)."""
+    if inventory is None:
+        return list_namespace(spark, storage, slice_names, older_than), []
+    rows, direct = inventory_listing(spark, storage, inventory, slice_names, windows, older_than)
+    return rows, [name for name in slice_names if name not in set(direct)]
+
+
+def confirm_present(storage: Storage, candidates: "DataFrame", from_inventory: list[str],
+                    cutoff: datetime) -> "DataFrame":
+    """Candidates, those of the slices read from an inventory looked up one by one (on the
+    executors): gone, not a file, or younger than `cutoff` now, they are left out; otherwise they
+    take the store's size and mtime. Only candidates are looked up: a few per cent of a lake."""
+    from pyspark.sql import functions as F
+
+    if not from_inventory:
+        return candidates
+    suggested = F.regexp_extract("address", SLICE_OF_KEY, 1).isin(from_inventory)
+
+    def look_up(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = [{**row, "size": info.size, "mtime": info.mtime} for row in batch.to_pylist()
+                    if (info := present(storage, row["address"])) is not None and info.mtime < cutoff]
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)
+
+    return candidates.where(~suggested).unionByName(candidates.where(suggested).mapInArrow(look_up, candidates.schema))
+
+
+def present(storage: Storage, key: str) -> ObjectInfo | None:
+    """The object as the store has it now; None when it is gone, is not a file, or (in a folder) is
+    reached through a symlink, which no listing would have offered."""
+    info = storage.stat(key)
+    if info is None or not isinstance(storage, LocalStorage):
+        return info
+    real = os.path.realpath(storage.root / key)
+    return info if real == os.path.join(os.path.realpath(storage.root), key) else None
+
