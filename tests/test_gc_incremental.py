@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, example, given, note, settings
@@ -43,6 +44,7 @@ from lakegc.gc.config import set_rules
 from lakegc.gc.incremental import SETTLE_MARGIN, Plan, SliceWindow, newly_settled, plan, previous_run, settled
 from lakegc.gc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
 from lakegc.gc.mark import BASE_OUTPUTS, SETTLED
+from lakegc.gc.refset import RefManifest, StateUnusable, TreeChange, part_of
 from lakegc.gc.rules import GcRules
 from lakegc.gc.runs import RunState, RunStore, RunSummary
 from lakegc.repo.repository import Lake, Repository
@@ -884,30 +886,56 @@ def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(la
         assert chosen.mode == "clean" and chosen.refs is None and chosen.settled == frozenset()
         return chosen.reason
 
-    manifest.write_bytes(good[:-7])  # truncated
-    assert reason().startswith(prefix + "its reference manifest is unreadable")
-    doc = json.loads(good)
-    manifest.write_text(json.dumps({**doc, "format": 99}))
-    assert reason().startswith(prefix + "its reference manifest is unreadable (format 99")
-    manifest.write_text(json.dumps({**doc, "metaranges": [*doc["metaranges"], "f" * 64]}))
-    assert reason() == prefix + f"it knew 1 tree(s) this repository no longer has (e.g. {'f' * 64})"
+    manifest.write_bytes(good[:-7])  # truncated, or rewritten in any way: not what the run recorded
+    assert reason() == prefix + "its reference manifest is not the one its run recorded"
+    manifest.unlink()
+    assert reason() == f"run {r1.run_id}'s report is incomplete (missing refs/manifest.json)"
     manifest.write_bytes(good)
+    doc = json.loads(good)
     [part] = [k for keys in doc["parts"].values() for k in keys]
     (ls.ns / part).rename(ls.ns.parent / "aside")
     assert reason() == prefix + f"1 file(s) of its reference set are missing (e.g. {part})"
     (ls.ns.parent / "aside").rename(ls.ns / part)
     assert plan_run(store, ls.repo, MIN_AGE_0, policy).mode == "incremental"
 
-    (ls.ns / part).write_bytes(b"not parquet")  # present but corrupt: the run fails, deleting nothing
+
+def test_a_manifest_naming_a_tree_the_repository_lacks_is_not_moved_forward():
+    base = RefManifest(frozenset({"t1", "t2"}), frozenset({"t1"}), ())
+    with pytest.raises(StateUnusable, match="it knew 1 tree.s. this repository no longer has .e.g. t2"):
+        TreeChange.between(base, {"t1", "t3"}, {"t3"})
+    assert TreeChange.between(base, {"t1", "t2", "t3"}, {"t2", "t3"}).weights == {"t3": 1, "t2": 1, "t1": -1}
+    assert part_of("8204288042") == "d94957" and part_of("") == "s:" and part_of("x1") == "s:x1"
+
+
+@pytest.mark.parametrize("tamper", ["corrupt", "forged"])
+def test_a_changed_reference_set_file_fails_the_run_and_deletes_nothing(lakeside: Lakeside, clock: Clock, tamper):
+    """The reference set decides what is referenced: a layer rewritten to say a live object is not
+    (`forged`: valid Parquet, its count set to 0) or damaged (`corrupt`) must not be believed."""
+    ls = lakeside
+    clock.now = clock.now.replace(hour=1, minute=0, second=0)  # every write below falls on one day: one part
+    live = ls.upload("main", "live")
+    ls.repo.commit("main", "c1")
+    clock.advance(2 * HOUR)
+    r1 = ls.run()
+    doc = json.loads((ls.ns / "_lakegc" / "gc" / r1.run_id / "refs" / "manifest.json").read_text())
+    [part] = [k for keys in doc["parts"].values() for k in keys]
+    if tamper == "corrupt":
+        (ls.ns / part).write_bytes(b"not parquet")
+    else:
+        table = pq.read_table(ls.ns / part)
+        assert table.to_pylist() == [{"address": live, "n": 1}]
+        pq.write_table(table.set_column(1, "n", pa.array([0], pa.int64())), ls.ns / part)
+    ls.upload("main", "newer")  # a new slice whose part is the forged one's day: the run must read that part
+    ls.repo.commit("main", "c2")
     stray = ls.upload("main", "stray")
     ls.repo.reset_branch("main")
     clock.advance(2 * HOUR)
-    with pytest.raises(LakegcError):
+    with pytest.raises(LakegcError, match="was changed since its run wrote it"):
         ls.run()
-    assert ls.exists(stray)
+    assert ls.exists(live) and ls.exists(stray)
     clock.advance(HOUR)
     r3 = ls.run()
-    assert r3.mode == "clean" and r3.mode_reason.endswith("failed") and not ls.exists(stray)
+    assert r3.mode == "clean" and r3.mode_reason.endswith("failed") and not ls.exists(stray) and ls.exists(live)
 
 
 def test_the_sweep_rechecks_only_what_was_staged_or_copied_after_its_mark(lakeside: Lakeside, clock: Clock):

@@ -6,6 +6,8 @@ namespace themselves (local folder or object store), so no Hadoop connector is n
 
 from __future__ import annotations
 
+import hashlib
+import io
 import tempfile
 import uuid
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -53,10 +55,12 @@ def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.Record
     return store_batches(storage, key, batches, schema) or 0
 
 
-def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], str], group: str) -> dict[str, list[str]]:
+def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], str],
+                 group: str) -> dict[str, list[tuple[str, str]]]:
     """Write `df` as Parquet files of one `group` value each (the column is not stored), in one
-    Spark job: file names under `folder_of(value)`. Returns value -> keys (a short list: a file per
-    value and task, never the rows). Rows are grouped first, so a value's rows land in one task."""
+    Spark job: file names under `folder_of(value)`. Returns value -> [(key, SHA-256 of the file)]
+    (a short list: a file per value and task, never the rows). Rows are grouped first, so a
+    value's rows land in one task; each task holds its rows while it writes them."""
     import pyarrow.compute as pc
 
     columns = [c for c in df.columns if c != group]
@@ -67,16 +71,22 @@ def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], s
             values = batch.column(group)
             for value in pc.unique(values).to_pylist():  # a few values per task
                 pending.setdefault(value, []).append(batch.filter(pc.equal(values, value)).select(columns))
-        written = [(value, f"{folder_of(value).rstrip('/')}/part-{uuid.uuid4().hex}.parquet") for value in pending]
-        for value, key in written:
-            store_batches(storage, key, pending[value], schema=None)
+        written = []
+        for value, parts in pending.items():
+            key = f"{folder_of(value).rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
+            sink = io.BytesIO()
+            with pq.ParquetWriter(sink, parts[0].schema, compression="zstd") as writer:
+                for part in parts:
+                    writer.write_batch(part)
+            storage.write(key, sink.getvalue())
+            written.append((value, key, hashlib.sha256(sink.getvalue()).hexdigest()))
         if written:
-            yield pa.RecordBatch.from_pydict({"value": [v for v, _ in written], "key": [k for _, k in written]})
+            yield pa.RecordBatch.from_pylist([{"value": v, "key": k, "sha256": h} for v, k, h in written])
 
     tasks = df.sparkSession.sparkContext.defaultParallelism * 2
-    out: dict[str, list[str]] = {}
-    for row in df.repartition(tasks, group).mapInArrow(write, "value string, key string").collect():
-        out.setdefault(row["value"], []).append(row["key"])
+    out: dict[str, list[tuple[str, str]]] = {}
+    for row in df.repartition(tasks, group).mapInArrow(write, "value string, key string, sha256 string").collect():
+        out.setdefault(row["value"], []).append((row["key"], row["sha256"]))
     return out
 
 

@@ -109,7 +109,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
             summary.bytes_candidates, summary.candidates_by_reason = result.bytes_candidates, result.by_reason
             summary.active_commits, summary.expired_commits = len(result.active), result.expired
             summary.num_slices_listed, summary.num_slices_skipped = result.slices_listed, result.slices_skipped
-            summary.num_rechecked = result.num_rechecked
+            summary.num_rechecked, summary.refs_sha256 = result.num_rechecked, result.refs_sha256
             summary.object_ages, summary.candidate_ages = result.object_ages, result.candidate_ages
             store.transition(summary, RunState.MARKED)
             write_summary(repo.storage, summary)
@@ -129,7 +129,7 @@ def plan_run(store: RunStore, repo: Repository, options: GcOptions, policy: str)
         return chosen
     base = chosen.base.run_id
     try:
-        refs = load_manifest(repo.storage, run_prefix(base))
+        refs = load_manifest(repo.storage, run_prefix(base), chosen.base.refs_sha256)
         TreeChange.between(refs, repo.metaranges(), set())  # every tree it knew is still here
         settled = json.loads(repo.storage.read(run_prefix(base) + SETTLED))
     except (StateUnusable, ValueError) as exc:
@@ -167,7 +167,8 @@ def _sweep(store: RunStore, repo: Repository, summary: RunSummary, phase: Phase,
         fenced_active = raise_fence(repo.ms, repo.name, summary.run_id, marked_active, params)
         try:
             deleted, nbytes, failed, revived = sweep(spark, repo, summary.run_id, policy_of, marked_active, marked_now,
-                                                     fenced_active, before_delete=lambda: _deadline(lease))
+                                                     fenced_active, before_delete=lambda: _deadline(lease),
+                                                     refs_sha256=summary.refs_sha256)
         finally:
             lower_fence(repo.ms, repo.name, summary.run_id)
         timed.stop()

@@ -62,6 +62,7 @@ class MarkResult:
     num_rechecked: int
     object_ages: list[dict]
     candidate_ages: list[dict]
+    refs_sha256: str  # the reference set's manifest, for the run's record
 
 
 def uncommitted_key(run_id: str) -> str:
@@ -100,12 +101,12 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     if plan.refs is None:
         phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
         refs = build_clean(spark, storage, graph.metaranges, active)
-        persist(storage, prefix, refs)
+        _, refs_sha256 = persist(storage, prefix, refs)
         addresses = refs.addresses.drop("part")
     else:
         phase("reading what changed in committed trees", f"since run {plan.base.run_id}")  # type: ignore[union-attr]
         refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active)
-        manifest = persist(storage, prefix, refs)
+        manifest, refs_sha256 = persist(storage, prefix, refs)
         judged = {"", *to_list}
         if plan.settled:  # nothing settled: every slice was listed, nothing to look up
             phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
@@ -133,7 +134,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         by_reason[bucket["reason"]] = by_reason.get(bucket["reason"], 0) + bucket["count"]
     return MarkResult(num_listed, num_uncommitted, active, len(graph.commits) - len(active),
                       sum(b["count"] for b in by_age), sum(b["bytes"] for b in by_age), dict(sorted(by_reason.items())),
-                      len(to_list), len(plan.settled & set(slice_names)), num_rechecked, ages, by_age)
+                      len(to_list), len(plan.settled & set(slice_names)), num_rechecked, ages, by_age, refs_sha256)
 
 
 def slice_windows(repo: Repository) -> dict[str, SliceWindow]:

@@ -24,13 +24,17 @@ is a candidate its reason is `expired` when it has a row at all (only expired tr
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 
-from lakegc.errors import LakegcError
-from lakegc.gc.arrowio import read_parquet, write_groups, write_parquet
+from lakegc.errors import CorruptMetadata, LakegcError
+from lakegc.gc.arrowio import write_groups
 from lakegc.gc.references import entry_counts, tree_ranges
 from lakegc.storage import Storage
 
@@ -58,10 +62,12 @@ class RefManifest:
     active: frozenset[str]  # the trees of its active commits
     ranges: tuple[str, ...]  # Parquet files of RANGES_DDL
     parts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # part (`part_of`) -> files of ADDRESSES_DDL
+    digests: Mapping[str, str] = field(default_factory=dict)  # file -> SHA-256 of its bytes, checked on every read
 
     def to_json(self) -> bytes:
         return json.dumps({"format": _FORMAT, "metaranges": sorted(self.metaranges), "active": sorted(self.active),
-                           "ranges": list(self.ranges), "parts": {s: list(k) for s, k in sorted(self.parts.items())}},
+                           "ranges": list(self.ranges), "parts": {s: list(k) for s, k in sorted(self.parts.items())},
+                           "digests": dict(sorted(self.digests.items()))},
                           indent=0).encode()
 
     @classmethod
@@ -71,7 +77,12 @@ class RefManifest:
             if doc.get("format") != _FORMAT:
                 raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
             parts = {str(s): tuple(str(k) for k in keys) for s, keys in doc["parts"].items()}
-            return cls(frozenset(doc["metaranges"]), frozenset(doc["active"]), tuple(doc["ranges"]), parts)
+            manifest = cls(frozenset(doc["metaranges"]), frozenset(doc["active"]), tuple(doc["ranges"]), parts,
+                           {str(k): str(v) for k, v in doc["digests"].items()})
+            unsigned = set(manifest.files()) - manifest.digests.keys()
+            if unsigned:
+                raise ValueError(f"no digest for {min(unsigned)}")
+            return manifest
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StateUnusable(f"its reference manifest is unreadable ({exc})") from None
 
@@ -111,14 +122,24 @@ class TreeChange:
         return cls(weights)
 
 
-def load_manifest(storage: Storage, prefix: str) -> RefManifest:
-    """The base run's manifest, every file it names present; else StateUnusable saying what is wrong."""
+def load_manifest(storage: Storage, prefix: str, sha256: str | None) -> RefManifest:
+    """A run's manifest, as its metastore record (`sha256`) says it wrote it, every file it names
+    present; else StateUnusable saying what is wrong. The files' own digests are checked as they
+    are read (`read_refs`): the set decides what is referenced, so it is trusted no more than a
+    tree is."""
+    if sha256 is None:
+        raise StateUnusable("its run record holds no reference set")
     try:
         data = storage.read(prefix + MANIFEST)
     except (LakegcError, OSError) as exc:
         raise StateUnusable(f"its reference set is missing ({exc})") from None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise StateUnusable("its reference manifest is not the one its run recorded")
     manifest = RefManifest.from_json(data)
-    missing = [key for key in manifest.files() if not storage.exists(key)]
+    try:
+        missing = [key for key in manifest.files() if not storage.exists(key)]
+    except LakegcError as exc:
+        raise StateUnusable(f"its reference manifest names a file it cannot ({exc})") from None
     if missing:
         raise StateUnusable(f"{len(missing)} file(s) of its reference set are missing (e.g. {missing[0]})")
     return manifest
@@ -172,7 +193,7 @@ def build_incremental(spark: "SparkSession", storage: Storage, base: RefManifest
     change = TreeChange.between(base, trees, active_trees)
     moved = tree_ranges(spark, storage, change.weights).withColumnRenamed("trees", "d").withColumnRenamed(
         "min_path", "new_min_path")
-    before = read_parquet(spark, storage, list(base.ranges), RANGES_DDL).withColumnRenamed("trees", "t0")
+    before = read_refs(spark, storage, base, base.ranges, RANGES_DDL).withColumnRenamed("trees", "t0")
     joined = (before.join(moved, "range_id", "full_outer")
               .select("range_id", F.coalesce("min_path", "new_min_path").alias("min_path"),
                       F.col("t0"), (F.coalesce("t0", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("trees"))).persist()
@@ -190,18 +211,19 @@ def build_incremental(spark: "SparkSession", storage: Storage, base: RefManifest
     touched = {r["part"] for r in moved_parts}
     fold = layers_to_fold(base, touched)
     fell = delta.where(F.col("dn") < 0)
-    held = (read_parquet(spark, storage, base.part_files({r["part"] for r in moved_parts if r["fell"]}),
-                         ADDRESSES_DDL).join(fell.select("address"), "address", "left_semi")
+    held = (read_refs(spark, storage, base, base.part_files({r["part"] for r in moved_parts if r["fell"]}),
+                      ADDRESSES_DDL).join(fell.select("address"), "address", "left_semi")
             .groupBy("address").agg(F.sum("n").alias("n0")))  # what those addresses had: their parts' layers
     lost = fell.join(held, "address").where(F.col("n0") + F.col("dn") == 0).select("address")
     in_fold = F.col("part").isin(sorted(fold))
-    folded = (read_parquet(spark, storage, base.part_files(fold), ADDRESSES_DDL)
+    folded = (read_refs(spark, storage, base, base.part_files(fold), ADDRESSES_DDL)
               .unionByName(delta.where(in_fold).select("address", F.col("dn").alias("n")))
               .groupBy("address").agg(F.sum("n").alias("n")).withColumn("part", part_column()))
     layers = delta.where(~in_fold).select("address", F.col("dn").alias("n"), "part").unionByName(folded)
     carried = {name: keys for name, keys in base.parts.items() if name not in fold}
     return RefSet(joined.select("range_id", "min_path", "trees"), layers,
-                  RefManifest(frozenset(trees), frozenset(active_trees), (), carried), touched, lost,
+                  RefManifest(frozenset(trees), frozenset(active_trees), (), carried,
+                              {key: base.digests[key] for keys in carried.values() for key in keys}), touched, lost,
                   cached=[joined, delta])
 
 
@@ -212,23 +234,53 @@ def layers_to_fold(base: RefManifest, touched: set[str]) -> set[str]:
     return {name for name in touched if len(base.parts.get(name, ())) + 1 > MAX_LAYERS}
 
 
-def persist(storage: Storage, prefix: str, refs: RefSet) -> RefManifest:
+def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, str]:
     """Write the ranges and this run's address layers, then the manifest naming them (last: a
-    run killed before it leaves no manifest, and the next run goes clean)."""
-    ranges = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges")
-    folder = f"{prefix}refs/addresses"
-    by_part = write_groups(refs.addresses, storage, lambda _: folder, "part")
+    run killed before it leaves no manifest, and the next run goes clean). Returns the manifest and
+    its SHA-256, for the run's metastore record."""
+    from pyspark.sql import functions as F
+
+    folders = {"ranges": f"{prefix}refs/ranges", "addresses": f"{prefix}refs/addresses"}
+    ranges = write_groups(refs.ranges.withColumn("part", F.lit("ranges")), storage, folders.get, "part")
+    by_part = write_groups(refs.addresses, storage, lambda _: folders["addresses"], "part")
     parts = dict(refs.manifest.parts)
-    for name, keys in by_part.items():  # a new layer on top of what was carried, or the part anew
-        parts[name] = (*parts.get(name, ()), *keys)
-    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active, tuple(key for key, _ in ranges), parts)
-    storage.write(prefix + MANIFEST, manifest.to_json())
-    return manifest
+    digests = {key: refs.manifest.digests[key] for keys in parts.values() for key in keys}
+    for name, written in by_part.items():  # a new layer on top of what was carried, or the part anew
+        parts[name] = (*parts.get(name, ()), *(key for key, _ in written))
+        digests.update(written)
+    digests.update(ranges.get("ranges", []))
+    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active,
+                           tuple(key for key, _ in ranges.get("ranges", [])), parts, digests)
+    data = manifest.to_json()
+    storage.write(prefix + MANIFEST, data)
+    return manifest, hashlib.sha256(data).hexdigest()
 
 
 def read_addresses(spark: "SparkSession", storage: Storage, manifest: RefManifest, slices: set[str]) -> "DataFrame":
     """ADDRESSES_DDL rows of the given slices (and the rest of their parts), layers summed."""
     from pyspark.sql import functions as F
 
-    return (read_parquet(spark, storage, manifest.slice_files(slices), ADDRESSES_DDL)
+    return (read_refs(spark, storage, manifest, manifest.slice_files(slices), ADDRESSES_DDL)
             .groupBy("address").agg(F.sum("n").alias("n")))
+
+
+def read_refs(spark: "SparkSession", storage: Storage, manifest: RefManifest, keys: "Iterable[str]",
+              schema: str) -> "DataFrame":
+    """Files of a reference set, each checked against its digest in the manifest as it is read on
+    an executor: a file changed since it was written fails the run (CorruptMetadata), before
+    anything is deleted."""
+    digests = {key: manifest.digests[key] for key in keys}
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for key in batch.column("key").to_pylist():
+                data = storage.read(key)
+                if hashlib.sha256(data).hexdigest() != digests[key]:
+                    raise CorruptMetadata(f"reference set file {key} was changed since its run wrote it: "
+                                          "run `gc run --clean`")
+                yield from pq.ParquetFile(pa.BufferReader(data)).read().to_batches(max_chunksize=65_536)
+
+    keys_df = spark.createDataFrame([(k,) for k in digests] or [("",)], "key string")
+    if not digests:
+        keys_df = keys_df.limit(0)
+    return keys_df.repartition(max(1, min(len(digests), spark.sparkContext.defaultParallelism * 2))).mapInArrow(read, schema)

@@ -110,6 +110,7 @@ class RunSummary:
     num_slices_listed: int = 0
     num_slices_skipped: int = 0
     num_rechecked: int = 0
+    refs_sha256: str | None = None  # the run's reference set manifest (gc.refset), as written
     object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (gc.ages)
     candidate_ages: list[dict[str, Any]] = field(default_factory=list)  # candidates by slice age and reason
 

@@ -23,7 +23,7 @@ from lakegc.gc.arrowio import read_parquet, store_batches, write_groups
 from lakegc.gc.mark import CANDIDATES_SCHEMA, STAGING
 from lakegc.errors import LakegcError
 from lakegc.gc.references import UNCOMMITTED_DDL, StagingVersion, entry_counts, snapshot_uncommitted, tree_ranges
-from lakegc.gc.refset import RANGES_DDL, RefManifest, StateUnusable, load_manifest
+from lakegc.gc.refset import RANGES_DDL, RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.repo.repository import Repository
@@ -43,7 +43,8 @@ DEFERRED = "deferred: the lease deadline passed before it was tried"
 
 def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: PolicyOf, marked_active: set[str],
           now: datetime, fenced_active: frozenset[str] | set[str] = frozenset(),
-          before_delete: Callable[[], float] = lambda: float("inf")) -> tuple[int, int, int, int]:
+          before_delete: Callable[[], float] = lambda: float("inf"), refs_sha256: str | None = None
+          ) -> tuple[int, int, int, int]:
     """Returns (deleted, bytes deleted, failed, revived). Runs behind the fence (`gc.fence`):
     `fenced_active` are the commits active when it went up, protected like those active now.
     What will be deleted is written to `to_delete/` first, so a sweep killed halfway has recorded
@@ -54,12 +55,13 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     storage = repo.storage
     prefix = run_prefix(run_id)
     candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), CANDIDATES_SCHEMA)
-    protected = _protected_now(spark, repo, run_id, f"{prefix}recheck/uncommitted.parquet", policy_of, marked_active,
-                               now, fenced_active)
+    protected = _protected_now(spark, repo, run_id, refs_sha256, f"{prefix}recheck/uncommitted.parquet", policy_of,
+                               marked_active, now, fenced_active)
     judged = (candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
               .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
               .drop("referenced"))
-    written = write_groups(judged, storage, lambda output: f"{prefix}{output}", "output")  # one pass, both outputs
+    written = {output: [key for key, _ in parts] for output, parts in
+               write_groups(judged, storage, lambda output: f"{prefix}{output}", "output").items()}  # one pass, both
     remaining = read_parquet(spark, storage, written.get("to_delete", []), CANDIDATES_SCHEMA)
     totals = DeleteTally()
     for round_no in itertools.count():
@@ -122,8 +124,9 @@ def pq_rows(storage: Storage, key: str) -> int:
     return pq.ParquetFile(pa.BufferReader(storage.read(key))).metadata.num_rows
 
 
-def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, uncommitted_key: str, policy_of: PolicyOf,
-                   marked_active: set[str], now: datetime, fenced_active: frozenset[str] | set[str]) -> "DataFrame":
+def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, refs_sha256: str | None, uncommitted_key: str,
+                   policy_of: PolicyOf, marked_active: set[str], now: datetime,
+                   fenced_active: frozenset[str] | set[str]) -> "DataFrame":
     """Addresses referenced now (or when the fence went up) that the mark did not count as
     referenced: what was staged or copied since the mark and the live tokens, and the entries of
     ranges that no tree counted active at the mark held (read from the trees that became active
@@ -139,13 +142,13 @@ def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, uncommi
     active_now = active_commits(graph.commits, graph.branches, policy_of, graph.tags) | fenced_active
     newly_active = (active_now & graph.metaranges.keys()) - marked_active
     try:
-        marked: RefManifest | None = load_manifest(storage, run_prefix(run_id))
+        marked: RefManifest | None = load_manifest(storage, run_prefix(run_id), refs_sha256)
     except StateUnusable:
         marked = None  # a run marked before reference sets: every range of those trees is read
     trees = {graph.metaranges[c] for c in newly_active} - (marked.active if marked else set())
     ranges = tree_ranges(spark, storage, {mid: 1 for mid in trees})
     if marked is not None and trees:
-        counted = read_parquet(spark, storage, list(marked.ranges), RANGES_DDL).where(F.col("trees") > 0)
+        counted = read_refs(spark, storage, marked, marked.ranges, RANGES_DDL).where(F.col("trees") > 0)
         ranges = ranges.join(counted.select("range_id"), "range_id", "left_anti")
     committed = entry_counts(spark, storage, ranges.withColumn("weight", F.lit(1)).withColumn("fresh", F.lit(0))).select("address")
     uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
