@@ -1,5 +1,12 @@
 """Typed errors. The CLI turns every `LakegcError` into one `error: ...` line and exit 1."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class LakegcError(Exception):
     """Base of every error a user can cause or fix; never a bug in lakegc."""
@@ -87,3 +94,10 @@ class UnsafeLocation(LakegcError):
 class CorruptMetadata(LakegcError):
     """A range or metarange whose content does not hash to its id (tampered with, truncated,
     replaced, unreadable or missing). Nothing may trust it: a GC run fails rather than delete."""
+
+
+def first_problem(exc: "ValidationError", whole: str) -> str:
+    """A pydantic validation error as one line for an `error:` message: the first problem, named
+    by its field (`whole` when it concerns the whole document)."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc']) or whole}: {first['msg']}"

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.errors import InvalidArgument, LakegcError, first_problem
 from lakegc.storage import S3Settings, S3Storage, normalize_location, read_location
 from lakegc.storage.s3 import split_s3
 
@@ -137,9 +137,7 @@ def parse_manifest(text: bytes | str, location: str) -> Inventory:
     try:
         raw = _Manifest.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "the document"
-        raise InvalidArgument(f"inventory manifest {location} is malformed: {field}: {first['msg']}") from None
+        raise InvalidArgument(f"inventory manifest {location} is malformed: {first_problem(exc, 'the document')}") from None
     formats = {f.value.lower(): f for f in Format}
     if raw.fileFormat.lower() not in formats:
         raise InvalidArgument(f"inventory manifest {location}: fileFormat {raw.fileFormat!r} is not supported "

@@ -13,7 +13,7 @@ from typing import Callable, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.errors import InvalidArgument, LakegcError, first_problem
 from lakegc.timeutil import parse_date, parse_duration
 
 
@@ -50,9 +50,7 @@ def parse_rules(text: str | bytes) -> GcRules:
     try:
         rules = GcRules.model_validate(doc)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "rules"
-        raise InvalidRules(f"invalid GC rules: {where}: {first['msg']}") from None
+        raise InvalidRules(f"invalid GC rules: {first_problem(exc, 'rules')}") from None
     seen = [r.branch_id for r in rules.branches]
     if dupes := sorted({b for b in seen if seen.count(b) > 1}):
         raise InvalidRules(f"invalid GC rules: branch {dupes[0]!r} has more than one rule")
