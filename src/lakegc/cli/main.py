@@ -134,9 +134,12 @@ def run() -> None:
     """The console script. Once its output is flushed it leaves with `os._exit`, skipping the
     interpreter's teardown: pyarrow's native thread pools can abort that teardown (std::terminate,
     exit -6; apache/arrow#34314), turning a command that finished into a crash."""
+    from lakegc.gc.spark import command_scope
+
     logging.getLogger().addHandler(_LibraryLogs(sys.stderr))
     try:
-        app(prog_name="lakegc")
+        with command_scope():  # the first Spark command on a machine leaves its JVM's class archive
+            app(prog_name="lakegc")
         code = 0
     except SystemExit as exc:
         if isinstance(exc.code, str):

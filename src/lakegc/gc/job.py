@@ -35,6 +35,8 @@ from lakegc.timeutil import utcnow
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakegc.gc.spark import SessionStart
+
 DEFAULT_MIN_AGE = timedelta(hours=24)
 Phase = Callable[..., None]  # phase(name, detail="")
 
@@ -84,6 +86,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
     now = utcnow()
     policy_of, policy = resolve_policies(repo, options.cutoffs, options.default_cutoff, now)
     check_namespace(repo)
+    starting = None if spark is not None else _start_spark(options)  # the JVM starts during the rest of the preflight
     inventory = load_inventory(options.inventory, repo.info.storage_namespace, now, options.min_age) \
         if options.inventory else None
     store = RunStore(lake.metastore, name)
@@ -91,7 +94,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = lambda *_: 
     with Lease(lake.metastore, name, run_id) as lease:
         _report_interrupted(store, repo, lease.interrupted)
         chosen = plan_run(store, repo, options, policy)
-        spark = spark or _spark(options)
+        spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
         summary = RunSummary(run_id, name, RunState.MARKING, chosen.mode, options.dry_run, options.mark_only,
                              now.isoformat(), None, (now - options.min_age).isoformat(),
@@ -237,3 +240,9 @@ def _spark(options: GcOptions) -> "SparkSession":
     from lakegc.gc.spark import spark_session
 
     return spark_session(options.master, options.conf)
+
+
+def _start_spark(options: GcOptions) -> "SessionStart":
+    from lakegc.gc.spark import SessionStart
+
+    return SessionStart(options.master, options.conf)

@@ -1,39 +1,130 @@
-"""The Spark session GC runs in: local mode by default, any master by URL, quiet unless asked."""
+"""The Spark session GC runs in: local mode by default, any master by URL, quiet unless asked.
+
+A run on a small lake spends most of its time starting Spark, so the session is set up for a short
+life: the driver JVM compiles with C1 only and maps its classes from a class-data archive
+(`classdata`), Python workers fork from a daemon that has already imported what they run
+(`workers`), and a GC run starts the JVM in the background while it does its preflight
+(`SessionStart`). Each setting says what it saved, measured on the demo lake (20 objects) and on the
+benchmark's 100K-object lake.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from concurrent.futures import Future
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
+
+from lakegc.gc import classdata
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-_CONF_DIR = Path(__file__).with_name("sparkconf")
-_LOCAL_HEAP = "4g"  # log4j2.properties: Spark's own logs quiet
+_LOG4J = Path(__file__).with_name("sparkconf") / "log4j2.properties"  # Spark's own logs quiet
+_LOCAL_HEAP = "4g"
+# C1 only: on the demo lake the C2 compiler's threads spent more CPU than anything else (15 of 40 s),
+# and its faster code never paid that back: a 100K-object run took 32 s of CPU instead of 49 s.
+_JIT = "-XX:TieredStopAtLevel=1"
+_DRIVER_OPTIONS = "spark.driver.defaultJavaOptions"  # a user's spark.driver.extraJavaOptions adds to it
+
+
+@dataclass
+class _Launch:
+    """One session to build: lakegc's defaults, the caller's conf (which wins), and the class-data
+    options of the driver JVM (empty when the JVM is not ours to start or the caller set them)."""
+
+    master: str | None
+    conf: dict[str, str]
+    defaults: dict[str, str]
+    archive: classdata.Archive | None = None
+    shared: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Recording:
+    """A class-data archive this process's driver JVM writes as it exits."""
+
+    archive: classdata.Archive
+    tmp: Path
+    java: str = ""
+    classpath: str = ""
+
+
+_may_record = False  # inside `command_scope`: something waits for the JVM at the end
+_recording: _Recording | None = None
+_background: list[threading.Thread] = []  # sessions started by `SessionStart`
 
 
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> "SparkSession":
     """Get (or reuse) the session. Workers must run this interpreter, which has lakegc installed."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = _reusable(master, conf)
+    return active if active is not None else _start(_prepare(master, conf or {}))
+
+
+class SessionStart:
+    """`spark_session` in a background thread, so the JVM starts while the caller goes on with
+    other work (a GC run's preflight: metastore reads, the lease, the plan); `result()` waits."""
+
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None):
+        self._future: Future = Future()
+        self._thread: threading.Thread | None = None
+        active = _reusable(master, conf)
+        if active is not None:
+            self._future.set_result(active)
+            return
+        launch = _prepare(master, conf or {})  # here: whether the JVM records an archive is known at once
+        self._thread = threading.Thread(target=self._run, args=(launch,), name="lakegc-spark-start", daemon=True)
+        _background.append(self._thread)
+        self._thread.start()
+
+    def _run(self, launch: _Launch) -> None:
+        try:
+            self._future.set_result(_start(launch))
+        except BaseException as exc:
+            self._future.set_exception(exc)
+
+    def result(self) -> "SparkSession":
+        spark = self._future.result()
+        if self._thread is not None and threading.current_thread() is threading.main_thread():
+            _cancel_jobs_on_interrupt(spark)
+        return spark
+
+
+def _reusable(master: str | None, conf: dict[str, str] | None) -> "SparkSession | None":
+    """The active session, when the caller asks for no particular one (none before PySpark is loaded)."""
+    if master is not None or conf or "pyspark.sql" not in sys.modules:
+        return None
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None and master is None and not conf:
-        return active
-    # The driver JVM starts before any conf applies (client mode); Spark puts SPARK_CONF_DIR on its
-    # classpath, where log4j2 finds our quiet configuration.
-    os.environ.setdefault("SPARK_CONF_DIR", str(_CONF_DIR))
+    return SparkSession.getActiveSession()
+
+
+def work_items(spark: "SparkSession", count: int, tasks: int) -> "DataFrame":
+    """Rows 0..count-1 (column `id`) spread over at most `tasks` tasks, for work a task's function
+    looks up by index in a list it carries (folders to list, files to read). Not `createDataFrame`
+    of the list, whose rows go through a Python RDD, which forks a second Python worker daemon of
+    its own, nor a `repartition`, a shuffle and so one more job and stage: on the demo lake each
+    Spark job costs a tenth of a second or more, whatever it holds."""
+    return spark.range(0, count, 1, max(1, min(count, tasks)))
+
+
+def _prepare(master: str | None, conf: dict[str, str]) -> _Launch:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                 "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
                 "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
                 "spark.sql.adaptive.enabled": "true",
                 # Address sets never go through the driver: a broadcast join would collect one there.
                 "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
-                "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_CONF_DIR / 'log4j2.properties'}"}
-    if (master or (conf or {}).get("spark.master") or "local").startswith("local"):
+                "spark.python.daemon.module": "lakegc.gc.workers",  # imports once, not in every worker
+                "spark.executor.extraJavaOptions": java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}")}
+    if (master or conf.get("spark.master") or "local").startswith("local"):
         # Local mode: one JVM is driver and executors. At 1M objects Spark's default 1g heap spent
         # a third of the run collecting garbage (benchmarks/).
         defaults["spark.driver.memory"] = _LOCAL_HEAP
@@ -42,16 +133,145 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
 
         SparkContext._ensure_initialized()  # the JVM spark-submit started, whose conf SparkConf() reads
         given = SparkConf()
-        defaults = {key: value for key, value in defaults.items() if not given.contains(key)}
+        return _Launch(master, conf, {key: value for key, value in defaults.items() if not given.contains(key)})
+    launch = _Launch(master, conf, defaults)
+    if _DRIVER_OPTIONS not in conf:
+        launch.archive, launch.shared = _class_data(conf)
+        defaults[_DRIVER_OPTIONS] = _driver_options(launch.shared)
+    return launch
+
+
+def _driver_options(shared: list[str]) -> str:
+    """C1 only; Spark's logs quiet from the JVM's start (given as a file, not a conf folder on the
+    class path: the JVM records no archive of a class path holding a folder); the class-data options."""
+    return " ".join([_JIT, java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}"), *shared])
+
+
+def _start(launch: _Launch) -> "SparkSession":
+    try:
+        return _build(launch)
+    except Exception:
+        from pyspark import SparkContext
+
+        if not launch.shared or SparkContext._gateway is not None:
+            raise
+        # The JVM did not start with the archive (unreadable, or a class path it cannot record):
+        # start it as if there were none, and let a later command write a new one.
+        global _recording
+        if _recording is not None:
+            _recording.tmp.unlink(missing_ok=True)
+            _recording = None
+        if launch.archive is not None and (installed := launch.archive.installed()) is not None:
+            installed.unlink(missing_ok=True)
+        launch.shared = []
+        launch.defaults[_DRIVER_OPTIONS] = _driver_options([])
+        return _build(launch)
+
+
+def _build(launch: _Launch) -> "SparkSession":
+    from pyspark.sql import SparkSession
+
     builder = SparkSession.builder.appName("lakegc")  # also under spark-submit, which names it after the script
-    for key, value in defaults.items():
+    for key, value in launch.defaults.items():
         builder = builder.config(key, value)
-    if master:
-        builder = builder.master(master)
-    elif "spark.master" not in (conf or {}) and "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if launch.master:
+        builder = builder.master(launch.master)
+    elif "spark.master" not in launch.conf and "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master("local[*]")  # not under spark-submit, which brings its own master
-    for key, value in (conf or {}).items():
+    for key, value in launch.conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if _recording is not None and not _recording.java:  # what checking the archive takes, from the JVM itself
+        system = spark.sparkContext._jvm.System  # type: ignore[union-attr]
+        _recording.java = os.path.join(system.getProperty("java.home"), "bin", "java")
+        _recording.classpath = system.getProperty("java.class.path")
     return spark
+
+
+def _class_data(conf: dict[str, str]) -> tuple[classdata.Archive | None, list[str]]:
+    """The driver JVM's class-data options: map the machine's archive, or (inside `command_scope`,
+    when there is none) write one at exit."""
+    global _recording
+    if _recording is not None:
+        return None, []
+    from pyspark.find_spark_home import _find_spark_home
+
+    spark_home = Path(_find_spark_home())
+    archive = classdata.archive_for(spark_home, dict(os.environ))
+    if archive is None:
+        return None, []
+    installed = archive.installed()
+    if installed is not None:
+        return archive, [java_option(f"-XX:SharedArchiveFile={installed}"), classdata.QUIET]
+    if not _may_record or not classdata.can_record(spark_home, dict(os.environ), conf):
+        return archive, []
+    try:
+        archive.folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return archive, []
+    archive.clear_stale()
+    _recording = _Recording(archive, archive.new_tmp())
+    return archive, [java_option(f"-XX:ArchiveClassesAtExit={_recording.tmp}"), classdata.QUIET]
+
+
+@contextmanager
+def command_scope() -> Iterator[None]:
+    """Around a whole command (the CLI): if a session started inside records a class-data archive,
+    its JVM writes it on exit, which happens here, at the end: Spark is stopped, the JVM told to
+    exit (its stdin closed) and waited for, and the archive checked and installed. Once per machine
+    and Spark version; every other command ends as before."""
+    global _may_record, _recording
+    _may_record = True
+    try:
+        yield
+    finally:
+        _may_record = False
+        recording, _recording = _recording, None
+        if recording is not None:
+            _finish(recording)
+
+
+def _finish(recording: _Recording) -> None:
+    from pyspark import SparkContext
+
+    sys.stdout.flush()  # the command's output first: the JVM takes a while to write the archive
+    for thread in _background:  # a JVM still starting in the background may be the one recording
+        thread.join()
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None or not recording.java:
+        recording.tmp.unlink(missing_ok=True)
+        return
+    if sys.stderr.isatty():
+        print("lakegc: saving Spark's classes for faster starts (once)...", file=sys.stderr, flush=True)
+    with suppress(Exception):  # a JVM in trouble writes no archive that passes the check below
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=300)
+    except BaseException:  # interrupted, or a JVM that will not exit: no archive this time
+        recording.tmp.unlink(missing_ok=True)
+        raise
+    if proc.returncode == 0 and recording.tmp.exists():
+        recording.archive.install(recording.tmp, recording.java, recording.classpath)
+    else:
+        recording.tmp.unlink(missing_ok=True)
+
+
+def _cancel_jobs_on_interrupt(spark: "SparkSession") -> None:
+    """What PySpark does for a session made in the main thread, and skips for one made elsewhere:
+    Ctrl-C cancels the running Spark jobs before it interrupts the caller."""
+    def interrupted(*_: object) -> None:
+        spark.sparkContext.cancelAllJobs()
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
+def java_option(option: str) -> str:
+    """One JVM option in a Spark Java-options string, which Spark splits at spaces: quoted when it
+    holds one (a path with a space in it)."""
+    if not any(c.isspace() or c in "\"'\\" for c in option):
+        return option
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
