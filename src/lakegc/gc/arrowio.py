@@ -25,16 +25,14 @@ PART_SCHEMA = "key string, rows long"
 
 def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schema: str) -> "DataFrame":
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
+    from lakegc.gc.spark import work_items
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for key in batch.column("key").to_pylist():
-                table = read_table(storage, key)
-                yield from table.to_batches(max_chunksize=65_536)
+            for index in batch.column(0).to_pylist():
+                yield from read_table(storage, keys[index]).to_batches(max_chunksize=65_536)
 
-    keys_df = spark.createDataFrame([(k,) for k in keys] or [("",)], "key string")
-    if not keys:
-        keys_df = keys_df.limit(0)
-    return keys_df.repartition(max(1, min(len(keys), spark.sparkContext.defaultParallelism * 2))).mapInArrow(read, schema)
+    return work_items(spark, len(keys), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
 
 
 def write_parquet(df: "DataFrame", storage: Storage, prefix: str) -> list[tuple[str, int]]:

@@ -50,18 +50,18 @@ class Folder:
 
 def list_folders(spark: "SparkSession", storage: Storage, folders: list[Folder], older_than: datetime) -> "DataFrame":
     """Rows of LISTING_DDL for the objects of `folders`, each folder listed by one task on the executors."""
+    from lakegc.gc.spark import work_items
+
     cutoff = older_than
 
     def list_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for task in batch.to_pylist():
-                for found in storage.list_batches(task["prefix"], recursive=task["recursive"]):
-                    yield _listing_rows(found, pa.repeat(pa.scalar(task["slice"], pa.string()), found.num_rows), cutoff)
+            for index in batch.column(0).to_pylist():
+                folder = folders[index]
+                for found in storage.list_batches(folder.prefix, recursive=folder.recursive):
+                    yield _listing_rows(found, pa.repeat(pa.scalar(folder.slice, pa.string()), found.num_rows), cutoff)
 
-    df = spark.createDataFrame([(f.prefix, f.recursive, f.slice) for f in folders],
-                               "prefix string, recursive boolean, slice string")
-    return df.repartition(max(1, min(len(folders), spark.sparkContext.defaultParallelism * 4))).mapInArrow(
-        list_tasks, LISTING_DDL)
+    return work_items(spark, len(folders), spark.sparkContext.defaultParallelism * 4).mapInArrow(list_tasks, LISTING_DDL)
 
 
 def _listing_rows(found: pa.RecordBatch, slice_names: pa.Array, cutoff: datetime) -> pa.RecordBatch:
