@@ -46,7 +46,7 @@ PHASES = (Phase("listing the namespace", "listed", True),
           Phase("snapshotting uncommitted references", "staged", False),
           Phase("choosing active commits", "commits", False),
           Phase("reading committed trees", "join", True),
-          Phase("counting candidates", "candidates", True),
+          Phase("writing candidates", "candidates", True),
           Phase("re-checking and deleting candidates", "candidates", True))
 UNITS = {"listed": "objects listed", "staged": "staged entries", "commits": "commits",
          "join": "range entries + listed objects", "candidates": "candidates"}

@@ -128,7 +128,7 @@ def test_projection_charges_the_slope_spreads_executor_phases_and_keeps_driver_p
     small_work = {k: v // 10 for k, v in work.items()}
     # listing: 2 s fixed + 10 µs an object; snapshot: 1 µs a staged entry, on the driver
     phases = {"listing the namespace": 2 + 10.0, "snapshotting uncommitted references": 0.25,
-              "choosing active commits": 0.0, "reading committed trees": 5.0, "counting candidates": 1.0,
+              "choosing active commits": 0.0, "reading committed trees": 5.0, "writing candidates": 1.0,
               "re-checking and deleting candidates": 5.0}
     small_phases = {**phases, "listing the namespace": 2 + 1.0, "snapshotting uncommitted references": 0.025}
     projected, rest = project(figures_with(phases, small_phases, work, small_work, lakegc_s=40.0), executors=16)

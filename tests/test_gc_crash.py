@@ -61,7 +61,7 @@ JUNK_PER_SLICE = 2_500
 JUNK_AT_ROOT = 25
 # The phase lines of a clean `gc run`, in order (the CLI prints "GC repo: <phase> (<detail>)").
 PHASES = ("listing the namespace", "snapshotting uncommitted references", "choosing active commits",
-          "reading committed trees", "counting candidates", "re-checking and deleting candidates")
+          "reading committed trees", "writing candidates", "re-checking and deleting candidates")
 SWEEP_PHASE = PHASES[-1]
 LOOKUP_PHASE = "looking up what lost a reference since the base run"  # runs that build on an earlier one
 

@@ -109,7 +109,7 @@ def test_a_dead_sweepers_fence_comes_down_with_its_lease(env: Env, spark):
 
 
 # -- races with a real run ------------------------------------------------------------------------
-PHASES = ["listing", "snapshotting", "choosing", "reading", "counting", "re-checking"]
+PHASES = ["listing", "snapshotting", "choosing", "reading", "writing", "re-checking"]
 
 
 @pytest.mark.parametrize("at", PHASES)

@@ -4,11 +4,12 @@ candidates are. Counted on the executors; only the buckets (a dozen rows) reach 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from lakegc.repo.slices import DATA_PREFIX, SLICE_EPOCH_END
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
 # Lower edges of the age buckets, in days; the last one is open-ended.
@@ -52,15 +53,39 @@ def listing_tally(listing: "DataFrame", now: datetime) -> tuple[int, set[str], l
     return judged, young, ages
 
 
-def candidate_ages(candidates: "DataFrame", now: datetime) -> list[dict]:
-    """Candidates by the age of their slice and by reason: [{bucket, label, reason, count, bytes}]."""
-    from pyspark.sql import functions as F
+CANDIDATE_TALLY_KEYS = ["bucket", "reason"]
 
-    name = F.regexp_extract("address", rf"^{DATA_PREFIX}(\d+)/", 1)
-    age = (F.lit(now.timestamp()) - (F.lit(SLICE_EPOCH_END) - name.cast("long"))) / 86400
-    bucket = F.when(name == "", F.lit(NO_SLICE)).otherwise(_bucket(age))
-    rows = (candidates.groupBy(bucket.alias("bucket"), "reason")
-            .agg(F.count("*").alias("count"), F.sum("size").alias("bytes")).collect())
+
+def candidate_tally(now: datetime) -> "Callable[[pa.RecordBatch], pa.Table]":
+    """What one batch of candidates adds to `candidate_ages`: rows of (bucket, reason, count,
+    bytes), counted in Arrow by the task that writes the candidates (see `arrowio.write_parquet`).
+    A candidate's bucket is the age of its slice (`slices.slice_created`) at `now`; the root's
+    objects, outside any slice, have NO_SLICE."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    edges = np.array(BUCKETS_DAYS, dtype=np.float64)
+    now_s = now.timestamp()
+
+    def tally(batch: pa.RecordBatch) -> pa.Table:
+        names = pc.extract_regex(batch.column("address"), rf"^{DATA_PREFIX}(?P<name>\d{{1,18}})/").field("name")
+        in_slice = pc.fill_null(pc.is_valid(names), False).to_numpy(zero_copy_only=False)
+        created = SLICE_EPOCH_END - pc.cast(pc.fill_null(names, "0"), pa.int64()).to_numpy(zero_copy_only=False)
+        age_days = (now_s - created.astype(np.float64)) / 86400
+        buckets = np.maximum(np.searchsorted(edges, age_days, side="right") - 1, 0)
+        buckets = np.where(in_slice, buckets, NO_SLICE)
+        return pa.table({"bucket": pa.array(buckets, pa.int64()), "reason": batch.column("reason"),
+                         "count": pa.repeat(pa.scalar(1, pa.int64()), batch.num_rows),
+                         "bytes": pc.fill_null(batch.column("size"), 0)})
+
+    return tally
+
+
+def candidate_ages(tallied: "pa.Table | None") -> list[dict]:
+    """Candidates by the age of their slice and by reason, from their tally (`candidate_tally`):
+    [{bucket, label, reason, count, bytes}], by bucket then reason."""
+    rows = tallied.to_pylist() if tallied is not None else []
     out = [{"bucket": int(r["bucket"]), "label": bucket_label(int(r["bucket"])), "reason": r["reason"],
             "count": int(r["count"]), "bytes": int(r["bytes"] or 0)} for r in rows]
     return sorted(out, key=lambda b: (b["bucket"], b["reason"]))

@@ -7,9 +7,9 @@ namespace themselves (local folder or object store), so no Hadoop connector is n
 from __future__ import annotations
 
 import hashlib
-import io
 import tempfile
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import pyarrow as pa
@@ -20,7 +20,6 @@ from lakegc.storage import Storage, read_table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-PART_SCHEMA = "key string, rows long"
 
 
 def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schema: str) -> "DataFrame":
@@ -35,30 +34,62 @@ def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schem
     return work_items(spark, len(keys), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
 
 
-def write_parquet(df: "DataFrame", storage: Storage, prefix: str) -> list[tuple[str, int]]:
-    """Write each partition of `df` as one Parquet part under `prefix/`; returns (key, rows) per part
-    (a short list: one row per partition, never the data)."""
+@dataclass(frozen=True)
+class Part:
+    """One Parquet file a writing task stored: its key, how many rows it holds and the SHA-256 of
+    its bytes (for manifests that are checked on read). Known when it is written, so nothing is
+    read back to count or sign it."""
+
+    key: str
+    rows: int
+    sha256: str
+
+
+Tally = Callable[[pa.RecordBatch], pa.Table]  # a batch's contribution to a summary: key columns + summed columns
+_PARTS_DDL = "value string, key string, rows long, sha256 string, tally binary"
+
+
+def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
+                  tally: tuple[Tally, list[str]] | None = None) -> tuple[list[Part], pa.Table | None]:
+    """Write each partition of `df` as one Parquet part under `prefix/`, in one Spark job; returns
+    the parts (a short list: one per partition, never the data) and, with `tally` = (function,
+    key columns), the sum over every row of what the function gives per batch, grouped by the key
+    columns: a summary counted by the tasks as they write, so the output is not read again."""
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-        rows = store_batches(storage, key, batches, schema=None)
-        if rows is not None:  # an empty partition writes no part
-            yield pa.RecordBatch.from_pydict({"key": [key], "rows": [rows]})
+        sums: list[pa.Table] = []
 
-    return [(r.key, r.rows) for r in df.mapInArrow(write, PART_SCHEMA).collect()]
+        def counted() -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                if tally is not None:
+                    sums.append(tally[0](batch))
+                yield batch
+
+        stored = _store(storage, key, counted(), schema=None)
+        if stored is not None:  # an empty partition writes no part
+            yield _part_row("", stored, _summed(sums, tally[1]) if tally else None)
+
+    rows = df.mapInArrow(write, _PARTS_DDL).collect()
+    parts = [Part(r["key"], r["rows"], r["sha256"]) for r in rows]
+    if tally is None:
+        return parts, None
+    tables = [pa.ipc.open_stream(r["tally"]).read_all() for r in rows if r["tally"] is not None]
+    return parts, _summed(tables, tally[1]) if tables else None
 
 
 def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
     """Stream batches from the driver into one Parquet object (written even when empty, since
     readers expect it); returns the rows written."""
-    return store_batches(storage, key, batches, schema) or 0
+    stored = _store(storage, key, batches, schema)
+    return stored[0] if stored else 0
 
 
 def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], str],
-                 group: str) -> dict[str, list[tuple[str, str]]]:
+                 group: str) -> dict[str, list[Part]]:
     """Write `df` as Parquet files of one `group` value each (the column is not stored), in one
-    Spark job: file names under `folder_of(value)`. Returns value -> [(key, SHA-256 of the file)]
-    (a short list: a file per value and task, never the rows). Rows are grouped first, so a
-    value's rows land in one task; each task holds its rows while it writes them."""
+    Spark job: file names under `folder_of(value)`. Returns value -> its parts (a short list: a
+    file per value and task, never the rows). Rows are grouped first, so a value's rows land in
+    one task; each task holds its rows while it writes them."""
     import pyarrow.compute as pc
 
     columns = [c for c in df.columns if c != group]
@@ -69,29 +100,52 @@ def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], s
             values = batch.column(group)
             for value in pc.unique(values).to_pylist():  # a few values per task
                 pending.setdefault(value, []).append(batch.filter(pc.equal(values, value)).select(columns))
-        written = []
         for value, parts in pending.items():
             key = f"{folder_of(value).rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-            sink = io.BytesIO()
-            with pq.ParquetWriter(sink, parts[0].schema, compression="zstd") as writer:
-                for part in parts:
-                    writer.write_batch(part)
-            storage.write(key, sink.getvalue())
-            written.append((value, key, hashlib.sha256(sink.getvalue()).hexdigest()))
-        if written:
-            yield pa.RecordBatch.from_pylist([{"value": v, "key": k, "sha256": h} for v, k, h in written])
+            yield _part_row(value, _store(storage, key, parts, schema=None), None)  # type: ignore[arg-type]
 
     tasks = df.sparkSession.sparkContext.defaultParallelism * 2
-    out: dict[str, list[tuple[str, str]]] = {}
-    for row in df.repartition(tasks, group).mapInArrow(write, "value string, key string, sha256 string").collect():
-        out.setdefault(row["value"], []).append((row["key"], row["sha256"]))
+    out: dict[str, list[Part]] = {}
+    for row in df.repartition(tasks, group).mapInArrow(write, _PARTS_DDL).collect():
+        out.setdefault(row["value"], []).append(Part(row["key"], row["rows"], row["sha256"]))
     return out
 
 
+def _part_row(value: str, stored: tuple[int, str, str], tally: pa.Table | None) -> pa.RecordBatch:
+    rows, key, digest = stored
+    sink = None
+    if tally is not None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, tally.schema) as writer:
+            writer.write_table(tally)
+    return pa.RecordBatch.from_pydict({"value": [value], "key": [key], "rows": [rows], "sha256": [digest],
+                                       "tally": [sink.getvalue().to_pybytes() if sink is not None else None]},
+                                      schema=pa.schema([("value", pa.string()), ("key", pa.string()),
+                                                        ("rows", pa.int64()), ("sha256", pa.string()),
+                                                        ("tally", pa.binary())]))
+
+
+def _summed(tables: list[pa.Table], keys: list[str]) -> pa.Table:
+    """Tally tables added up by their key columns (every other column is summed)."""
+    table = pa.concat_tables(tables)
+    values = [c for c in table.column_names if c not in keys]
+    summed = table.group_by(keys).aggregate([(c, "sum") for c in values])
+    return summed.select([*keys, *(f"{c}_sum" for c in values)]).rename_columns([*keys, *values])
+
+
 def store_batches(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
+    """Write batches to `key` (see `_store`); the rows written, or None when nothing was."""
+    stored = _store(storage, key, batches, schema)
+    return stored[0] if stored else None
+
+
+def _store(storage: Storage, key: str, batches: Iterable[pa.RecordBatch],
+           schema: pa.Schema | None) -> tuple[int, str, str] | None:
     """Write batches to `key` through a spooled temp file, so neither driver nor executor holds the
-    whole set. With no schema, it comes from the first batch, and no batch means no object (None)."""
+    whole set; returns (rows, key, SHA-256 of the bytes written). With no schema, it comes from the
+    first batch, and no batch means no object (None)."""
     rows = 0
+    digest = hashlib.sha256()
     with tempfile.SpooledTemporaryFile(max_size=32 << 20) as sink:
         writer = None if schema is None else pq.ParquetWriter(sink, schema, compression="zstd")
         for batch in batches:
@@ -103,5 +157,8 @@ def store_batches(storage: Storage, key: str, batches: Iterable[pa.RecordBatch],
             return None
         writer.close()
         sink.seek(0)
+        for chunk in iter(lambda: sink.read(1 << 20), b""):
+            digest.update(chunk)
+        sink.seek(0)
         storage.write(key, sink)
-    return rows
+    return rows, key, digest.hexdigest()

@@ -39,6 +39,7 @@ from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.incremental import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.gc.listing import LISTING_DDL, LISTING_SCHEMA, list_namespace
+from lakegc.gc.spark import work_items
 from lakegc.repo.slices import slice_created
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
 from lakegc.storage.namespace import MARKER
@@ -119,8 +120,9 @@ def _epoch_us(when: datetime) -> int:
 # -- reading data files, on the executors ------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Reader:
-    """One `mapInArrow` task over data file locations: their rows the namespace may take, as listing
-    rows; `seen` counts the files that list the namespace's marker as it is."""
+    """One `mapInArrow` task over the inventory's data files (by index, see `spark.work_items`):
+    their rows the namespace may take, as listing rows; `seen` counts the files that list the
+    namespace's marker as it is."""
 
     inventory: Inventory
     bucket: str
@@ -134,7 +136,8 @@ class _Reader:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         covered = pa.array(self.covered, pa.string())
         for batch in batches:
-            for location in batch.column("location").to_pylist():
+            for index in batch.column(0).to_pylist():
+                location = self.inventory.files[index].location
                 found = False
                 for raw in self._rows(location):
                     found = found or lists_marker(raw, self.bucket, self.prefix, self.marker)
@@ -173,8 +176,7 @@ def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Invento
     bucket, prefix = (storage.bucket, storage.prefix) if isinstance(storage, S3Storage) else ("", "")
     seen = spark.sparkContext.accumulator(0)
     reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
-    files = spark.createDataFrame([(f.location,) for f in manifest.files], "location string")
-    from_inventory = files.repartition(min(len(manifest.files), spark.sparkContext.defaultParallelism * 2)).mapInArrow(
+    from_inventory = work_items(spark, len(manifest.files), spark.sparkContext.defaultParallelism * 2).mapInArrow(
         reader, LISTING_DDL)
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
     rows.count()

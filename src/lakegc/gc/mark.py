@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 import sqlalchemy as sa
 
 from lakegc.gc.active import active_commits
-from lakegc.gc.ages import candidate_ages, listing_tally
+from lakegc.gc.ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally, listing_tally
 from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
@@ -121,14 +121,15 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
             objects = objects.unionByName(found.where(~found.young).drop("young"))
         else:
             addresses = read_addresses(spark, storage, manifest, judged)
+    phase("writing candidates", "the listing against the references")
     candidates = _candidates(objects, addresses, uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
-    write_parquet(candidates, storage, f"{prefix}candidates")
+    _, tallied = write_parquet(candidates, storage, f"{prefix}candidates",
+                               tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS))  # counted as written
     for df in [listing, *refs.cached]:
         df.unpersist()
 
-    phase("counting candidates")
-    by_age = candidate_ages(read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), CANDIDATES_SCHEMA), now)
+    by_age = candidate_ages(tallied)
     by_reason: dict[str, int] = {}
     for bucket in by_age:
         by_reason[bucket["reason"]] = by_reason.get(bucket["reason"], 0) + bucket["count"]

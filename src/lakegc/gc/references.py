@@ -128,28 +128,29 @@ def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int
     weight; `trees` sums the weights of the trees holding the range (with weight 1 for an active
     tree and 0 for an expired one: how many active trees hold it). One pass over the metaranges
     serves both the active and the expired side of a run."""
+    from pyspark.sql import functions as F
+
+    from lakegc.gc.spark import work_items
+
+    rows = sorted(trees.items())
+
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Most trees share most of their ranges: summed here, in Arrow, before Spark."""
         pending: list[pa.Table] = []
-        rows = 0
+        count = 0
         for batch in batches:
-            for mid, weight in zip(batch.column("metarange_id").to_pylist(), batch.column("weight").to_pylist()):
+            for index in batch.column(0).to_pylist():
+                mid, weight = rows[index]
                 table = read_metarange(storage, mid).select(["range_id", "min_path"])  # verified whole
                 pending.append(table.append_column("trees", pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows)))
-                rows += table.num_rows
-                if rows >= _DEDUP_ROWS:
+                count += table.num_rows
+                if count >= _DEDUP_ROWS:
                     yield from _summed_ranges(pending)
-                    pending, rows = [], 0
+                    pending, count = [], 0
         if pending:
             yield from _summed_ranges(pending)
 
-    from pyspark.sql import functions as F
-
-    rows = sorted(trees.items())
-    trees_df = spark.createDataFrame(rows or [("", 0)], "metarange_id string, weight long")
-    if not rows:
-        trees_df = trees_df.limit(0)
-    return (trees_df.repartition(max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4)))
+    return (work_items(spark, len(rows), spark.sparkContext.defaultParallelism * 4)
             .mapInArrow(read_metaranges, RANGES_DDL)
             .groupBy("range_id", "min_path").agg(F.sum("trees").alias("trees")))
 

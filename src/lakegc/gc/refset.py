@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 
 from lakegc.errors import CorruptMetadata, LakegcError
-from lakegc.gc.arrowio import write_groups
+from lakegc.gc.arrowio import write_groups, write_parquet
 from lakegc.gc.references import entry_counts, tree_ranges
 from lakegc.storage import Storage
 
@@ -238,19 +238,16 @@ def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, s
     """Write the ranges and this run's address layers, then the manifest naming them (last: a
     run killed before it leaves no manifest, and the next run goes clean). Returns the manifest and
     its SHA-256, for the run's metastore record."""
-    from pyspark.sql import functions as F
-
-    folders = {"ranges": f"{prefix}refs/ranges", "addresses": f"{prefix}refs/addresses"}
-    ranges = write_groups(refs.ranges.withColumn("part", F.lit("ranges")), storage, folders.get, "part")
-    by_part = write_groups(refs.addresses, storage, lambda _: folders["addresses"], "part")
+    ranges, _ = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges")  # one file per partition: no regrouping
+    by_part = write_groups(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part")
     parts = dict(refs.manifest.parts)
     digests = {key: refs.manifest.digests[key] for keys in parts.values() for key in keys}
     for name, written in by_part.items():  # a new layer on top of what was carried, or the part anew
-        parts[name] = (*parts.get(name, ()), *(key for key, _ in written))
-        digests.update(written)
-    digests.update(ranges.get("ranges", []))
-    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active,
-                           tuple(key for key, _ in ranges.get("ranges", [])), parts, digests)
+        parts[name] = (*parts.get(name, ()), *(part.key for part in written))
+        digests.update((part.key, part.sha256) for part in written)
+    digests.update((part.key, part.sha256) for part in ranges)
+    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active, tuple(part.key for part in ranges),
+                           parts, digests)
     data = manifest.to_json()
     storage.write(prefix + MANIFEST, data)
     return manifest, hashlib.sha256(data).hexdigest()
@@ -269,18 +266,19 @@ def read_refs(spark: "SparkSession", storage: Storage, manifest: RefManifest, ke
     """Files of a reference set, each checked against its digest in the manifest as it is read on
     an executor: a file changed since it was written fails the run (CorruptMetadata), before
     anything is deleted."""
+    from lakegc.gc.spark import work_items
+
     digests = {key: manifest.digests[key] for key in keys}
+    files = sorted(digests)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for key in batch.column("key").to_pylist():
+            for index in batch.column(0).to_pylist():
+                key = files[index]
                 data = storage.read(key)
                 if hashlib.sha256(data).hexdigest() != digests[key]:
                     raise CorruptMetadata(f"reference set file {key} was changed since its run wrote it: "
                                           "run `gc run --clean`")
                 yield from pq.ParquetFile(pa.BufferReader(data)).read().to_batches(max_chunksize=65_536)
 
-    keys_df = spark.createDataFrame([(k,) for k in digests] or [("",)], "key string")
-    if not digests:
-        keys_df = keys_df.limit(0)
-    return keys_df.repartition(max(1, min(len(digests), spark.sparkContext.defaultParallelism * 2))).mapInArrow(read, schema)
+    return work_items(spark, len(files), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakegc.gc.active import active_commits
 from lakegc.gc.arrowio import read_parquet, store_batches, write_groups
@@ -60,9 +59,8 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     judged = (candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
               .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
               .drop("referenced"))
-    written = {output: [key for key, _ in parts] for output, parts in
-               write_groups(judged, storage, lambda output: f"{prefix}{output}", "output").items()}  # one pass, both
-    remaining = read_parquet(spark, storage, written.get("to_delete", []), CANDIDATES_SCHEMA)
+    written = write_groups(judged, storage, lambda output: f"{prefix}{output}", "output")  # one pass, both
+    remaining = read_parquet(spark, storage, [part.key for part in written.get("to_delete", [])], CANDIDATES_SCHEMA)
     totals = DeleteTally()
     for round_no in itertools.count():
         deadline = before_delete()
@@ -72,7 +70,7 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
             break
         remaining = (read_parquet(spark, storage, tally.deferred_parts, RESULT_DDL)
                      .where(F.col("error").startswith(DEFERRED)).select("address", "size", "mtime", "reason"))
-    revived = sum(pq_rows(storage, key) for key in written.get("revived", []))
+    revived = sum(part.rows for part in written.get("revived", []))
     return totals.deleted, totals.bytes, totals.failed, revived
 
 
@@ -117,11 +115,6 @@ def delete_recorded(spark: "SparkSession", storage: Storage, to_delete: "DataFra
     rows = _by_folder(spark, to_delete).mapInArrow(record, TALLY_DDL).collect()  # a row per task
     return DeleteTally(sum(r["deleted"] for r in rows), sum(r["bytes"] for r in rows), sum(r["failed"] for r in rows),
                        tuple(r["key"] for r in rows if r["deferred"]))
-
-
-def pq_rows(storage: Storage, key: str) -> int:
-    """Rows of a Parquet part, from its footer."""
-    return pq.ParquetFile(pa.BufferReader(storage.read(key))).metadata.num_rows
 
 
 def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, refs_sha256: str | None, uncommitted_key: str,
