@@ -3,11 +3,16 @@ that nothing from the lake can inject markup."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
+import pyarrow as pa
 import pytest
 
-from lakegc.gc.ages import BUCKETS_DAYS, NO_SLICE, bucket_label
+from lakegc.gc.ages import BUCKETS_DAYS, CANDIDATE_TALLY_KEYS, NO_SLICE, bucket_label, candidate_ages, candidate_tally
+from lakegc.gc.arrowio import sum_tallies
 from lakegc.gc.report import _position, render_report
 from lakegc.gc.runs import RunState, RunSummary
+from lakegc.repo.slices import SLICE_EPOCH_END
 
 
 def summary(**changes) -> RunSummary:
@@ -54,3 +59,28 @@ def test_a_failed_run_still_renders_with_its_error_escaped():
                                  repository="<b>repo</b>", object_ages=[], candidate_ages=[], phases={}))
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;repo&lt;/b&gt;" in page
     assert '<span class="state failed">' in page and "no objects listed" in page
+
+
+def test_candidates_are_tallied_by_their_slices_age_and_reason_as_they_are_written():
+    """What the writing tasks count (`candidate_tally`, summed by `write_parquet`): the slice's age
+    at the run's time decides the bucket; the root, a folder that is not a slice and a name too
+    long to be one count as no slice; a slice from the future counts as 0 days old."""
+    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+
+    def key(days: float) -> str:
+        return f"data/{SLICE_EPOCH_END - int(now.timestamp() - days * 86400):010d}/object"
+
+    batch = pa.RecordBatch.from_pydict({
+        "address": ["at-root", key(0.5), key(-2), key(3), key(3), key(400), "data/notaslice/x", "data/" + "9" * 20 + "/x"],
+        "size": [1, 2, 4, 8, 16, None, 64, 128],
+        "reason": ["uncommitted", "uncommitted", "uncommitted", "expired", "expired", "expired", "uncommitted",
+                   "uncommitted"]})
+    tally = candidate_tally(now)
+    summed = sum_tallies([tally(batch.slice(0, 4)), tally(batch.slice(4))], CANDIDATE_TALLY_KEYS)
+    assert [(b["label"], b["reason"], b["count"], b["bytes"]) for b in candidate_ages(summed)] == [
+        (bucket_label(NO_SLICE), "uncommitted", 3, 1 + 64 + 128),
+        ("0-1d", "uncommitted", 2, 2 + 4),
+        ("2-7d", "expired", 2, 8 + 16),
+        (f"{BUCKETS_DAYS[-1]}d+", "expired", 1, 0),
+    ]
+    assert candidate_ages(None) == []

@@ -19,7 +19,7 @@ from lakegc.gc.arrowio import read_parquet, write_parquet
 from lakegc.gc.mark import CANDIDATES_SCHEMA
 from lakegc.gc.report import age_histogram, bars_svg, human_bytes, page, report_top
 from lakegc.gc.runs import RunState, check_transition, new_run_id
-from lakegc.gc.sweep import deletion_stats
+from lakegc.gc.sweep import deletion_tally
 from lakegc.metastore import lakegc_home
 from lakegc.redact import mask_doc
 from lakegc.storage import Storage, open_storage
@@ -127,8 +127,9 @@ def delete_recorded(run: ConnectorRun, spark: "SparkSession", folder: RunFolder,
     """Delete what the run's to_delete/ holds, keep the outcome in deleted/ and its figures in the
     run; any failed delete fails the run (a rerun retries it)."""
     to_delete = read_parquet(spark, folder.storage, folder.parts("to_delete"), CANDIDATES_SCHEMA)
-    write_parquet(delete(to_delete), folder.storage, folder.key("deleted"))
-    run.num_deleted, run.bytes_deleted, run.num_failed = deletion_stats(spark, folder.storage, folder.parts("deleted"))
+    _, tally = write_parquet(delete(to_delete), folder.storage, folder.key("deleted"), tally=(deletion_tally, []))
+    run.num_deleted, run.bytes_deleted, run.num_failed = (
+        (0, 0, 0) if tally is None else (tally["deleted"][0].as_py(), tally["bytes"][0].as_py(), tally["failed"][0].as_py()))
     if run.num_failed:
         raise LakegcError(f"{run.num_failed} object(s) could not be deleted; see {run.location}/deleted/")
 

@@ -67,11 +67,15 @@ def candidate_tally(now: datetime) -> "Callable[[pa.RecordBatch], pa.Table]":
 
     edges = np.array(BUCKETS_DAYS, dtype=np.float64)
     now_s = now.timestamp()
+    pattern = rf"^{DATA_PREFIX}(?P<name>\d{{1,18}})/"
 
     def tally(batch: pa.RecordBatch) -> pa.Table:
-        names = pc.extract_regex(batch.column("address"), rf"^{DATA_PREFIX}(?P<name>\d{{1,18}})/").field("name")
-        in_slice = pc.fill_null(pc.is_valid(names), False).to_numpy(zero_copy_only=False)
-        created = SLICE_EPOCH_END - pc.cast(pc.fill_null(names, "0"), pa.int64()).to_numpy(zero_copy_only=False)
+        addresses = batch.column("address")
+        matched = pc.fill_null(pc.match_substring_regex(addresses, pattern), False)
+        names = pc.if_else(matched, pc.extract_regex(addresses, pattern).field("name"), "0")  # a field of a
+        # struct that did not match is not null, only hidden by the struct's own validity
+        in_slice = matched.to_numpy(zero_copy_only=False)
+        created = SLICE_EPOCH_END - pc.cast(names, pa.int64()).to_numpy(zero_copy_only=False)
         age_days = (now_s - created.astype(np.float64)) / 86400
         buckets = np.maximum(np.searchsorted(edges, age_days, side="right") - 1, 0)
         buckets = np.where(in_slice, buckets, NO_SLICE)

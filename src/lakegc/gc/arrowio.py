@@ -67,14 +67,14 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
 
         stored = _store(storage, key, counted(), schema=None)
         if stored is not None:  # an empty partition writes no part
-            yield _part_row("", stored, _summed(sums, tally[1]) if tally else None)
+            yield _part_row("", stored, sum_tallies(sums, tally[1]) if tally else None)
 
     rows = df.mapInArrow(write, _PARTS_DDL).collect()
     parts = [Part(r["key"], r["rows"], r["sha256"]) for r in rows]
     if tally is None:
         return parts, None
     tables = [pa.ipc.open_stream(r["tally"]).read_all() for r in rows if r["tally"] is not None]
-    return parts, _summed(tables, tally[1]) if tables else None
+    return parts, sum_tallies(tables, tally[1]) if tables else None
 
 
 def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:
@@ -125,7 +125,7 @@ def _part_row(value: str, stored: tuple[int, str, str], tally: pa.Table | None) 
                                                         ("tally", pa.binary())]))
 
 
-def _summed(tables: list[pa.Table], keys: list[str]) -> pa.Table:
+def sum_tallies(tables: list[pa.Table], keys: list[str]) -> pa.Table:
     """Tally tables added up by their key columns (every other column is summed)."""
     table = pa.concat_tables(tables)
     values = [c for c in table.column_names if c not in keys]

@@ -101,12 +101,9 @@ def delete_recorded(spark: "SparkSession", storage: Storage, to_delete: "DataFra
 
         def counted() -> Iterator[pa.RecordBatch]:
             for batch in _delete(storage, batches, deadline):
-                deleted = batch.column("deleted")
-                deferred = pc.fill_null(pc.starts_with(batch.column("error"), DEFERRED), False)
-                counts["deleted"] += pc.sum(deleted).as_py() or 0
-                counts["bytes"] += pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0
-                counts["deferred"] += pc.sum(deferred).as_py() or 0
-                counts["failed"] += batch.num_rows - pc.sum(pc.or_(deleted, deferred)).as_py()
+                for name, value in deletion_tally(batch).to_pylist()[0].items():
+                    counts[name] += value
+                counts["deferred"] += pc.sum(pc.starts_with(batch.column("error"), DEFERRED).cast(pa.int64())).as_py() or 0
                 yield batch
 
         if store_batches(storage, key, counted(), schema=None) is not None:
@@ -207,13 +204,13 @@ def _delete_batch(storage: Storage, rows: list[dict], deadline: float = float("i
         schema=RESULT_SCHEMA)
 
 
-def deletion_stats(spark: "SparkSession", storage: Storage, keys: list[str]) -> tuple[int, int, int]:
-    """(deleted, bytes deleted, failed)."""
-    from pyspark.sql import functions as F
-
-    deferred = F.coalesce(F.col("error").startswith(DEFERRED), F.lit(False))  # tried again in a later round
-    row = read_parquet(spark, storage, keys, RESULT_DDL).agg(
-        F.sum(F.when(F.col("deleted"), 1).otherwise(0)).alias("n"),
-        F.sum(F.when(F.col("deleted"), F.col("size")).otherwise(0)).alias("bytes"),
-        F.sum(F.when(F.col("deleted") | deferred, 0).otherwise(1)).alias("failed")).first()
-    return int(row["n"] or 0), int(row["bytes"] or 0), int(row["failed"] or 0)
+def deletion_tally(batch: pa.RecordBatch) -> pa.Table:
+    """What one batch of delete results (RESULT_DDL) adds to a run's figures: deleted, bytes
+    deleted, failed (keys deferred to a later round are not failed). For `write_parquet`'s tally,
+    so the tasks that record the results also count them."""
+    deleted = pc.fill_null(batch.column("deleted"), False)
+    deferred = pc.fill_null(pc.starts_with(batch.column("error"), DEFERRED), False)
+    return pa.table({"deleted": [pc.sum(deleted.cast(pa.int64())).as_py() or 0],
+                     "bytes": [pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0],
+                     "failed": [batch.num_rows - (pc.sum(pc.or_(deleted, deferred).cast(pa.int64())).as_py() or 0)]},
+                    schema=pa.schema([("deleted", pa.int64()), ("bytes", pa.int64()), ("failed", pa.int64())]))
