@@ -20,7 +20,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 import sqlalchemy as sa
 
@@ -31,7 +34,7 @@ from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.gc.listing import slices, stat_objects
 from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
-from lakegc.gc.refset import MANIFEST, SLICE_OF_KEY, RefSet, build_clean, build_incremental, persist, read_addresses
+from lakegc.gc.refset import MANIFEST, RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
 from lakegc.gc.rules import PolicyOf
 from lakegc.gc.runs import output_keys, run_prefix
 from lakegc.metastore import schema as t
@@ -151,14 +154,28 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, refs: RefSet,
     """Addresses in the settled slices that had a reference at the base run and may have lost it
     (see `incremental`), with their slice: the last committed entry gone (`refs.lost`), no longer
     uncommitted, or revived by the base run's sweep."""
-    from pyspark.sql import functions as F
 
     storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
     staged_then = read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address")
     revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), CANDIDATES_SCHEMA).select("address")
     addresses = refs.lost.union(staged_then.join(uncommitted, "address", "left_anti")).union(revived)  # type: ignore[union-attr]
-    return (addresses.withColumn("slice", F.regexp_extract("address", SLICE_OF_KEY, 1))
-            .where(F.col("slice").isin(sorted(plan.settled))).distinct())
+    return addresses.mapInArrow(_in_slices(plan.settled), "address string, slice string").distinct()
+
+
+def _in_slices(names: frozenset[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Of rows (address), those that lie in one of the slices `names`, with their slice. On
+    the executors, in Arrow: a Spark `isin` of the names costs a JVM round trip per name on the
+    driver (a run that settled 1,236 slices spent 1.8 s building it)."""
+    value_set = pa.array(sorted(names), pa.string())
+
+    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            addresses = batch.column("address")
+            slices = slice_of(addresses)
+            yield pa.RecordBatch.from_arrays([addresses, slices], names=["address", "slice"]).filter(
+                pc.is_in(slices, value_set=value_set))
+
+    return keep
 
 
 def _candidates(objects: "DataFrame", addresses: "DataFrame", uncommitted: "DataFrame") -> "DataFrame":

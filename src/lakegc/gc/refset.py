@@ -45,6 +45,7 @@ MANIFEST = "refs/manifest.json"
 RANGES_DDL = "range_id string, min_path string, trees long"
 ADDRESSES_DDL = "address string, n long"
 SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice an address lies in ('' when none)
+_SLICE_OF_KEY_NAMED = r"^data/(?P<slice>[^/]+)/."  # the same, for Arrow's regexes on the executors
 PART_SECONDS = 86_400  # the addresses of a day of slices share their files (slices are hourly at most)
 _FORMAT = 1
 MAX_LAYERS = 8  # files per part before they are folded into one
@@ -155,6 +156,15 @@ class RefSet:
     moved: set[str] | None  # parts whose addresses moved (None: a clean build)
     lost: "DataFrame | None" = None  # addresses whose n fell to 0 since the base (incremental only)
     cached: list["DataFrame"] = field(default_factory=list)  # to unpersist when the mark is done
+
+
+def slice_of(addresses: pa.Array) -> pa.Array:
+    """The slice each address lies in ('' when none), as `SLICE_OF_KEY` says, in Arrow."""
+    import pyarrow.compute as pc
+
+    matched = pc.fill_null(pc.match_substring_regex(addresses, _SLICE_OF_KEY_NAMED), False)
+    # a struct field is not null where the regex did not match: only the struct's validity says so
+    return pc.if_else(matched, pc.extract_regex(addresses, _SLICE_OF_KEY_NAMED).field("slice"), "")
 
 
 def part_column() -> "object":
