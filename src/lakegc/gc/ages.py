@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
-from lakegc.repo.slices import DATA_PREFIX, SLICE_EPOCH_END
+from lakegc.repo.slices import SLICE_EPOCH_END
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,17 +65,16 @@ def candidate_tally(now: datetime) -> "Callable[[pa.RecordBatch], pa.Table]":
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from lakegc.gc.refset import slice_of
+
     edges = np.array(BUCKETS_DAYS, dtype=np.float64)
     now_s = now.timestamp()
-    pattern = rf"^{DATA_PREFIX}(?P<name>\d{{1,18}})/"
 
     def tally(batch: pa.RecordBatch) -> pa.Table:
-        addresses = batch.column("address")
-        matched = pc.fill_null(pc.match_substring_regex(addresses, pattern), False)
-        names = pc.if_else(matched, pc.extract_regex(addresses, pattern).field("name"), "0")  # a field of a
-        # struct that did not match is not null, only hidden by the struct's own validity
+        names = slice_of(batch.column("address"))
+        matched = pc.match_substring_regex(names, r"^\d{1,18}$")  # lakegc's slice names: an inverted timestamp
         in_slice = matched.to_numpy(zero_copy_only=False)
-        created = SLICE_EPOCH_END - pc.cast(names, pa.int64()).to_numpy(zero_copy_only=False)
+        created = SLICE_EPOCH_END - pc.cast(pc.if_else(matched, names, "0"), pa.int64()).to_numpy(zero_copy_only=False)
         age_days = (now_s - created.astype(np.float64)) / 86400
         buckets = np.maximum(np.searchsorted(edges, age_days, side="right") - 1, 0)
         buckets = np.where(in_slice, buckets, NO_SLICE)

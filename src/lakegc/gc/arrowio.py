@@ -46,6 +46,8 @@ class Part:
 
 
 Tally = Callable[[pa.RecordBatch], pa.Table]  # a batch's contribution to a summary: key columns + summed columns
+_PARTS_SCHEMA = pa.schema([("value", pa.string()), ("key", pa.string()), ("rows", pa.int64()), ("sha256", pa.string()),
+                           ("tally", pa.binary())])  # a written part, as its task reports it (`_part_row`)
 _PARTS_DDL = "value string, key string, rows long, sha256 string, tally binary"
 
 
@@ -120,9 +122,7 @@ def _part_row(value: str, stored: tuple[int, str, str], tally: pa.Table | None) 
             writer.write_table(tally)
     return pa.RecordBatch.from_pydict({"value": [value], "key": [key], "rows": [rows], "sha256": [digest],
                                        "tally": [sink.getvalue().to_pybytes() if sink is not None else None]},
-                                      schema=pa.schema([("value", pa.string()), ("key", pa.string()),
-                                                        ("rows", pa.int64()), ("sha256", pa.string()),
-                                                        ("tally", pa.binary())]))
+                                      schema=_PARTS_SCHEMA)
 
 
 def sum_tallies(tables: list[pa.Table], keys: list[str]) -> pa.Table:

@@ -39,6 +39,7 @@ from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.incremental import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.gc.listing import LISTING_DDL, LISTING_SCHEMA, list_namespace
+from lakegc.gc.refset import SLICE_OF_KEY
 from lakegc.gc.spark import work_items
 from lakegc.repo.slices import slice_created
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 # S3 Inventory is eventually consistent: an object written shortly before the inventory was taken
 # may be missing from it. Slices still open that close to it are listed directly (about one more).
 INVENTORY_MARGIN = timedelta(hours=1)
-SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice a key lies in (Spark's regexes)
 _SLICE = r"^data/(?P<slice>[^/]+)/."  # the same for Arrow's
 _UNADDRESSABLE = r"^/|//|/$|(^|/)\.\.?(/|$)|\x00"  # what `check_key` refuses, as a regex
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
 import sqlalchemy as sa
 
 from lakegc.gc.active import active_commits
@@ -154,7 +153,6 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, refs: RefSet,
     """Addresses in the settled slices that had a reference at the base run and may have lost it
     (see `incremental`), with their slice: the last committed entry gone (`refs.lost`), no longer
     uncommitted, or revived by the base run's sweep."""
-
     storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
     staged_then = read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address")
     revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), CANDIDATES_SCHEMA).select("address")

@@ -103,7 +103,6 @@ def delete_recorded(spark: "SparkSession", storage: Storage, to_delete: "DataFra
             for batch in _delete(storage, batches, deadline):
                 for name, value in deletion_tally(batch).to_pylist()[0].items():
                     counts[name] += value
-                counts["deferred"] += pc.sum(pc.starts_with(batch.column("error"), DEFERRED).cast(pa.int64())).as_py() or 0
                 yield batch
 
         if store_batches(storage, key, counted(), schema=None) is not None:
@@ -206,11 +205,12 @@ def _delete_batch(storage: Storage, rows: list[dict], deadline: float = float("i
 
 def deletion_tally(batch: pa.RecordBatch) -> pa.Table:
     """What one batch of delete results (RESULT_DDL) adds to a run's figures: deleted, bytes
-    deleted, failed (keys deferred to a later round are not failed). For `write_parquet`'s tally,
-    so the tasks that record the results also count them."""
+    deleted, failed, and deferred to a later round (not failed). For `write_parquet`'s tally, so
+    the tasks that record the results also count them."""
     deleted = pc.fill_null(batch.column("deleted"), False)
     deferred = pc.fill_null(pc.starts_with(batch.column("error"), DEFERRED), False)
-    return pa.table({"deleted": [pc.sum(deleted.cast(pa.int64())).as_py() or 0],
-                     "bytes": [pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0],
-                     "failed": [batch.num_rows - (pc.sum(pc.or_(deleted, deferred).cast(pa.int64())).as_py() or 0)]},
-                    schema=pa.schema([("deleted", pa.int64()), ("bytes", pa.int64()), ("failed", pa.int64())]))
+    n_deferred = pc.sum(deferred.cast(pa.int64())).as_py() or 0
+    n_deleted = pc.sum(deleted.cast(pa.int64())).as_py() or 0
+    return pa.table({"deleted": [n_deleted], "bytes": [pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0],
+                     "failed": [batch.num_rows - n_deleted - n_deferred], "deferred": [n_deferred]},
+                    schema=pa.schema([(name, pa.int64()) for name in ("deleted", "bytes", "failed", "deferred")]))
