@@ -39,7 +39,7 @@ from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.incremental import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.gc.listing import LISTING_DDL, LISTING_SCHEMA, list_namespace
-from lakegc.gc.refset import SLICE_OF_KEY
+from lakegc.gc.refset import slice_of
 from lakegc.gc.spark import work_items
 from lakegc.repo.slices import slice_created
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 # S3 Inventory is eventually consistent: an object written shortly before the inventory was taken
 # may be missing from it. Slices still open that close to it are listed directly (about one more).
 INVENTORY_MARGIN = timedelta(hours=1)
-_SLICE = r"^data/(?P<slice>[^/]+)/."  # the same for Arrow's
 _UNADDRESSABLE = r"^/|//|/$|(^|/)\.\.?(/|$)|\x00"  # what `check_key` refuses, as a regex
 
 
@@ -85,7 +84,7 @@ def keep_rows(raw: pa.RecordBatch, bucket: str, prefix: str, covered: pa.Array, 
     namespace."""
     keys, mtimes = raw.column("key"), raw.column("mtime")
     relative = pc.utf8_slice_codeunits(keys, len(prefix))
-    slices = pc.struct_field(pc.extract_regex(relative, _SLICE), [0])
+    slices = slice_of(relative)
     keep = _all(pc.equal(pc.fill_null(raw.column("bucket"), ""), bucket), pc.starts_with(keys, prefix),
                 pc.invert(pc.match_substring_regex(relative, _UNADDRESSABLE)), pc.is_in(slices, value_set=covered),
                 raw.column("current"), pc.is_valid(raw.column("size")), pc.is_valid(mtimes))
@@ -202,21 +201,27 @@ def confirm_present(storage: Storage, candidates: "DataFrame", from_inventory: l
                     cutoff: datetime) -> "DataFrame":
     """Candidates, those of the slices read from an inventory looked up one by one (on the
     executors): gone, not a file, or younger than `cutoff` now, they are left out; otherwise they
-    take the store's size and mtime. Only candidates are looked up: a few per cent of a lake."""
-    from pyspark.sql import functions as F
+    take the store's size and mtime. Only candidates are looked up: a few per cent of a lake.
 
+    One pass over the candidates, split in Arrow by their slice: a Spark `isin` of the slice
+    names costs a JVM round trip per name on the driver (~1.5 ms each, 12K names at 1M objects),
+    and a union of two filtered halves computes the candidates' anti-join twice."""
     if not from_inventory:
         return candidates
-    suggested = F.regexp_extract("address", SLICE_OF_KEY, 1).isin(from_inventory)
+    suggested_slices = pa.array(sorted(set(from_inventory)), pa.string())
 
     def look_up(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [{**row, "size": info.size, "mtime": info.mtime} for row in batch.to_pylist()
+            suggested = pc.is_in(slice_of(batch.column("address")), value_set=suggested_slices)
+            kept = batch.filter(pc.invert(suggested))
+            if kept.num_rows:
+                yield kept
+            rows = [{**row, "size": info.size, "mtime": info.mtime} for row in batch.filter(suggested).to_pylist()
                     if (info := present(storage, row["address"])) is not None and info.mtime < cutoff]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)
 
-    return candidates.where(~suggested).unionByName(candidates.where(suggested).mapInArrow(look_up, candidates.schema))
+    return candidates.mapInArrow(look_up, candidates.schema)
 
 
 def present(storage: Storage, key: str) -> ObjectInfo | None:
