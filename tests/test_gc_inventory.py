@@ -40,7 +40,7 @@ import lakegc.timeutil
 from conftest import Bucket, one_error, snapshot
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.incremental import SliceWindow
-from lakegc.gc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_list
+from lakegc.gc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_list, present
 from lakegc.gc.inventory_format import (Format, Inventory, as_raw, check_age, check_source, data_location,
                                         parse_manifest, schema_fields)
 from lakegc.gc.job import GcOptions, run_gc
@@ -765,3 +765,32 @@ def test_a_data_file_that_is_not_what_the_manifest_says_fails_the_run_and_delete
 
 def test_gc_run_help_names_the_inventory_option(cli):
     assert "--inventory" in cli("gc", "run", "--help").stdout
+
+
+def test_a_looked_up_object_is_present_only_as_a_plain_file_with_no_symlink_on_its_way(tmp_path: Path):
+    """What `confirm_present` trusts: a regular file reached through real folders. A symlinked
+    file, a file behind a symlinked slice folder or a deeper symlinked folder, a folder and a
+    missing key are not present, also when a task's folder cache already holds their folder's
+    neighbours; a folder swapped for a symlink is caught by a look-up with a fresh cache."""
+    from lakegc.storage.local import LocalStorage
+
+    ns, outside = tmp_path / "ns", tmp_path / "outside"
+    (ns / "data" / "s1" / "deep").mkdir(parents=True)
+    (outside / "deep").mkdir(parents=True)
+    for path in (ns / "data/s1/plain", ns / "data/s1/deep/plain", outside / "precious", outside / "deep/precious"):
+        path.write_bytes(b"x")
+    os.symlink(outside / "precious", ns / "data/s1/link")
+    os.symlink(outside, ns / "data" / "s2")
+    os.symlink(outside / "deep", ns / "data/s1/deeplink")
+    storage = LocalStorage(str(ns))
+    folders: dict[str, bool] = {}
+    assert present(storage, "data/s1/plain", folders) is not None
+    assert present(storage, "data/s1/deep/plain", folders) is not None
+    for key in ("data/s1/link", "data/s2/precious", "data/s2/deep/precious", "data/s1/deeplink/precious",
+                "data/s1/deep", "data/s1/missing"):
+        assert present(storage, key, folders) is None, key
+        assert present(storage, key) is None, key
+    os.rename(ns / "data/s1/deep", tmp_path / "moved")
+    os.symlink(tmp_path / "moved", ns / "data/s1/deep")
+    assert present(storage, "data/s1/deep/plain") is None
+    assert (outside / "precious").exists() and (tmp_path / "moved" / "plain").exists()
