@@ -66,7 +66,11 @@ def _table(r: Results) -> Table:
     cache = "cold caches" if r.cold else "caches kept (--warm, or not root)"
     table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale), a lake a tenth its size and a tiny one, "
                         f"on this machine, each run from {cache}",
-                  caption=f"lakegc clean --inventory: {r.inventory_note}" if r.inventory_note else None)
+                  caption="\n".join([
+                      f"fixed cost of any PySpark run here (lakegc's session, one Python task per core): "
+                      f"{r.spark_floor.seconds:.1f} s; reading and verifying every tree file of the "
+                      f"{r.objects:,}-object lake in one process: {r.trees_verify.seconds:.1f} s",
+                      *([f"lakegc clean --inventory: {r.inventory_note}"] if r.inventory_note else [])]))
     for column in ("run", "objects", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB",
                    "deleted"):
         table.add_column(column, justify="left" if column == "run" else "right")

@@ -94,6 +94,8 @@ class Results:
     cluster: Measured | None  # the clean run on a standalone cluster, with --cluster
     small: SideLake
     tiny: SideLake
+    spark_floor: Measured  # lakegc's Spark session and one Python task per core, nothing else
+    trees_verify: Measured  # reading and verifying every tree file of the main lake, one process
 
     @property
     def cold(self) -> bool:
@@ -133,6 +135,7 @@ class Results:
                 "ratio_inventory_deltars": round(inventory / self.deltars.seconds, 2) if inventory else None,
                 "inventory_note": self.inventory_note,
                 "cluster_s": self.cluster.seconds if self.cluster else None,
+                "spark_floor_s": self.spark_floor.seconds, "trees_verify_s": self.trees_verify.seconds,
                 "cores": os.cpu_count(), "phases": self.clean.summary["phases"], "work": self.work,
                 "small_phases": self.small.clean.summary["phases"], "small_work": self.small.work}
 
@@ -149,6 +152,9 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console)
     _check(lake.files, lake.objects, lake.stale)
     on_cluster = _cluster_run(lake, clean, workdir / "cluster", console) if cluster else None
+    trees_verify = _contender("reading and verifying every tree file (one process)",
+                              [sys.executable, "-m", "benchmarks.floor", "--trees", str(lake.files.root)],
+                              lake.files.env(), console)
     change = apply_change(lake.files)
     garbage = change.filter(pc.not_equal(change.column("reason"), ""))
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
@@ -156,8 +162,11 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
     small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
     tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
+    spark_floor = _contender("PySpark floor (lakegc's session, one Python task per core)",
+                             [sys.executable, "-m", "benchmarks.sparkfloor"], dict(os.environ), console)
     return Results(scale, lake.objects.num_rows, lake.stale.num_rows, floor, deltars, clean, incremental,
-                   garbage.num_rows, lake.work(clean), inventory, inventory_note, on_cluster, small, tiny)
+                   garbage.num_rows, lake.work(clean), inventory, inventory_note, on_cluster, small, tiny,
+                   spark_floor, trees_verify)
 
 
 def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Results) -> list[dict]:

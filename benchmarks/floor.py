@@ -4,7 +4,11 @@ It lists and stats the namespace's objects, reads every active range once (the a
 and deletes the stale objects it is handed. It decides nothing: what is active and what is stale
 come from the generator. lakegc cannot beat this; the question is by how much it trails it.
 
-    python -m benchmarks.floor ROOT
+With `--trees` it instead reads and verifies every tree file (each metarange and range hashed
+against its id, as lakegc trusts no tree file it has not verified), in one process: the CPU a
+clean run spends on its trees whatever engine runs it, which no peer that trusts its log pays.
+
+    python -m benchmarks.floor [--trees] ROOT
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.generate import Lakefiles
-from lakegc.repo.trees import RANGES_PREFIX
+from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX, read_metarange, read_range
+from lakegc.storage import open_storage
 
 
 def floor(files: Lakefiles) -> dict:
@@ -41,5 +46,17 @@ def floor(files: Lakefiles) -> dict:
     return {"listed": listed, "bytes": nbytes, "ranges": len(ranges), "entries": entries, "deleted": len(stale)}
 
 
+def verify_trees(files: Lakefiles) -> dict:
+    storage = open_storage(str(files.namespace))
+    metaranges = [p.name for p in (files.namespace / METARANGES_PREFIX).iterdir()]
+    ranges = [p.name for p in (files.namespace / RANGES_PREFIX).iterdir()]
+    for mid in metaranges:
+        read_metarange(storage, mid)
+    entries = sum(read_range(storage, rid).num_rows for rid in ranges)
+    return {"metaranges": len(metaranges), "ranges": len(ranges), "entries": entries}
+
+
 if __name__ == "__main__":
-    print(json.dumps(floor(Lakefiles(Path(sys.argv[1])))))
+    trees = sys.argv[1] == "--trees"
+    root = Lakefiles(Path(sys.argv[-1]))
+    print(json.dumps(verify_trees(root) if trees else floor(root)))

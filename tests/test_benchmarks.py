@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURES = {"objects", "lakegc_s", "floor_s", "ratio_floor", "deltars_s", "ratio_deltars", "incremental_s",
            "ratio_incremental", "driver_rss_mb", "jvm_rss_mb",
            "small_s", "small_floor_s", "ratio_small_floor", "tiny_s", "inventory_s", "ratio_inventory_deltars",
-           "inventory_note", "cluster_s", "phases", "work", "small_phases", "small_work", "cores"}
+           "inventory_note", "cluster_s", "phases", "work", "small_phases", "small_work", "cores", "spark_floor_s",
+           "trees_verify_s"}
 
 
 def run_benchmark(tmp_path: Path, *args: str) -> tuple[dict, str]:
@@ -61,7 +62,7 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     assert (figures["small_objects"], figures["small_stale"]) == (200, 20)  # S1's minimums: 0.0002 is below them
     assert (figures["tiny_objects"], figures["tiny_stale"]) == (20, 4)
     assert all(figures[k] > 0 for k in ("lakegc_s", "floor_s", "deltars_s", "incremental_s", "driver_rss_mb",
-                                        "small_s", "small_floor_s", "tiny_s"))
+                                        "small_s", "small_floor_s", "tiny_s", "spark_floor_s", "trees_verify_s"))
     assert figures["ratio_floor"] == round(figures["lakegc_s"] / figures["floor_s"], 2)
     assert figures["ratio_small_floor"] == round(figures["small_s"] / figures["small_floor_s"], 2)
     if has_inventory_option():
