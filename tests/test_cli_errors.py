@@ -357,6 +357,20 @@ def test_process_nothing_to_commit_exits_1_with_empty_stdout(sh, cli, repo_uri):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr
 
 
+def test_process_version_is_the_package_metadatas_one_version_string(sh):
+    """`lakegc --version` and `lakegc.__version__` both say what the installed package's metadata
+    (pyproject.toml) says, and nothing else needs a metastore for it."""
+    from importlib.metadata import version
+
+    import lakegc
+
+    result = sh("--metastore", "notadb://x", "--version")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, f"lakegc {version('lakegc')}\n", "")
+    assert lakegc.__version__ == version("lakegc")
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{lakegc.__version__}"' in pyproject
+
+
 def test_process_usage_error_exits_2(sh):
     result = sh("fs", "cat")
     assert result.exit_code == 2

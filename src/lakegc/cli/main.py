@@ -85,6 +85,14 @@ def confirm(yes: bool, action: str) -> None:
 app = new_app("Garbage collection for versioned data lakes: a git-like repository and its GC.")
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        from lakegc import __version__
+
+        output.say(f"lakegc {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
@@ -92,6 +100,8 @@ def _root(
                                             help="SQLAlchemy URL (default sqlite:///$LAKEGC_HOME/lakegc.db)."),
     debug: bool = typer.Option(False, "--debug", help="On an error, print its traceback before the error line "
                                                         "(and let libraries log to stderr)."),
+    _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                  help="Print lakegc's version and exit."),
 ) -> None:
     ctx.obj = State(metastore, debug)
     _LibraryLogs.enabled = debug
