@@ -4,7 +4,9 @@ On one generated lake, one after another: the floor script, delta-rs vacuum, a c
 listing the namespace from an S3 Inventory of it, a clean lakegc run, then a lakegc incremental run
 after a 1 % change. Each deletes the same stale objects (checked after every contender; the stale
 files are written back in between) and runs as its own process, timed and memory-sampled. Then the
-floor and a clean run on S1 a tenth the size, and on a tiny lake (the README demo's size).
+floor and a clean run on S1 a tenth the size, and on a tiny lake (the README demo's size). Two
+floors that delete nothing are timed too: reading and verifying every tree file of S1 in one
+process, and lakegc's Spark session with one Python task per core (docs/performance.md).
 `--cluster` also runs the clean run on a Spark standalone cluster (master and two workers on this
 machine), which must delete the same objects. `--sweep` repeats the clean run at several sizes and
 plots time and memory.
