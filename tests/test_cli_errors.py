@@ -341,6 +341,17 @@ def test_invalid_metastore_url_is_one_error_line(cli):
     one_error(cli("--metastore", "notadb://x", "repo", "list", "--json", ok=False), json_cmd=True)
 
 
+@pytest.mark.parametrize("url", ["mysql://admin:hunter2@db.example/lake", "mysql+pymysql://admin:hunter2@db/lake",
+                                 "mssql+pyodbc://admin:hunter2@db/lake", "oracle://admin:hunter2@db/lake"])
+def test_a_database_the_metastore_does_not_run_on_is_named_with_what_it_runs_on(cli, url: str):
+    """Not the missing driver's ImportError: which database it is, and the two it can be."""
+    result = cli("--metastore", url, "repo", "list", "--json", ok=False)
+    one_error(result, json_cmd=True)
+    backend = url.split(":")[0].split("+")[0]
+    assert f"unsupported database {backend!r}" in result.stderr
+    assert "SQLite" in result.stderr and "PostgreSQL" in result.stderr and "hunter2" not in result.stderr
+
+
 # -- real processes ------------------------------------------------------------------------------
 def test_process_malformed_uri_exits_1_with_one_line(sh):
     result = sh("log", "lakegc://Bad_Repo/main", "--json")

@@ -129,8 +129,9 @@ def _create_engine(url: str) -> Engine:
     parsed = sql_url(url)
     if parsed.get_backend_name() == "postgresql":
         return _postgresql_engine(parsed)
-    if parsed.get_backend_name() != "sqlite":
-        return sa.create_engine(parsed, pool_pre_ping=True)
+    if parsed.get_backend_name() != "sqlite":  # the write discipline above is built and tested for these two only
+        raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: the metastore runs on SQLite "
+                         "(sqlite:///PATH) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)")
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(parsed, connect_args={"timeout": 60})
