@@ -233,10 +233,8 @@ def present(storage: Storage, key: str, folders: dict[str, bool] | None = None) 
     info = storage.stat(key)
     if info is None or not isinstance(storage, LocalStorage):
         return info
+    folders = {} if folders is None else folders
     folder = posixpath.dirname(key)
-    real = folders.get(folder) if folders is not None else None
-    if real is None:
-        real = os.path.realpath(storage.root / folder) == os.path.normpath(os.path.join(os.path.realpath(storage.root), folder))
-        if folders is not None:
-            folders[folder] = real
-    return info if real and not os.path.islink(storage.root / key) else None
+    if folder not in folders:
+        folders[folder] = storage.reached_directly(folder)
+    return info if folders[folder] and not os.path.islink(storage.root / key) else None

@@ -41,6 +41,13 @@ class LocalStorage:
     def full_uri(self, key: str) -> str:
         return self._path(key).as_uri()
 
+    def reached_directly(self, folder: str) -> bool:
+        """No symlink lies between the root and `folder` (a key's folder, '' for the root), the
+        folder itself included: what lakegc lists or looks up through one is not the namespace's."""
+        if not folder:
+            return True
+        return os.path.realpath(self._path(folder)) == os.path.join(os.path.realpath(self.root), folder)
+
     def _folder(self, prefix: str) -> str:
         """The folder of a listing prefix, refused when a symlink lies on the way to it: a listing
         that followed one would offer another folder's files as this namespace's garbage."""
@@ -48,7 +55,7 @@ class LocalStorage:
         if not folder:
             return str(self.root)
         path = self._path(folder)
-        if os.path.realpath(path) != os.path.join(os.path.realpath(self.root), folder):
+        if not self.reached_directly(folder):
             raise PathEscapesNamespace(f"{self.full_uri(folder)} is reached through a symlink: lakegc never lists "
                                        "or deletes through one")
         return str(path)
