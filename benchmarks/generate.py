@@ -28,9 +28,8 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from benchmarks.scenario import HISTORY, NEWEST, RETENTION_DAYS, Scenario
-from lakegc.gc.active import CommitNode, active_commits
-from lakegc.gc.config import set_rules
-from lakegc.gc.rules import GcRules, policies_from_rules
+from lakegc.retention.active import CommitNode, active_commits
+from lakegc.retention.rules import GcRules, policies_from_rules
 from lakegc.metastore import schema as t
 from lakegc.repo import slices as slicing
 from lakegc.repo.repository import Lake, Repository
@@ -126,7 +125,7 @@ def build(scenario: Scenario, root: Path, seed: int = 1) -> dict:
     lake = Lake(files.metastore_url)
     lake.create_repository(REPO, str(files.namespace))
     repo = lake.repository(REPO)
-    set_rules(repo, GcRules(default_retention_days=RETENTION_DAYS, branches=[]))
+    repo.set_gc_rules(GcRules(default_retention_days=RETENTION_DAYS, branches=[]))
     objects = _Objects(rng)
     expired = _history(repo, scenario, objects, now, rng)
     _stage(repo, scenario, objects, now, rng)

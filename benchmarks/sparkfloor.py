@@ -24,7 +24,7 @@ def _unchanged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def main() -> None:
-    from lakegc.gc.spark import command_scope, spark_session
+    from lakegc.engine.spark import command_scope, spark_session
 
     with command_scope():
         spark = spark_session()

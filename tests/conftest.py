@@ -207,10 +207,13 @@ def put(env: Env, cli: Callable[..., CliResult]) -> Callable[[str, bytes | str],
 
 
 def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
-    """A user-facing error: exit 1, exactly one `error: ` line on stderr, no traceback."""
+    """A user-facing error: exit 1, exactly one `error: ` line on stderr and it comes last (the
+    lines before it, if any, are the progress of the phases that ran), no traceback."""
     assert result.exit_code == 1, f"exit {result.exit_code}, stdout={result.stdout!r} stderr={result.stderr!r}"
     lines = result.stderr.rstrip("\n").split("\n")
-    assert len(lines) == 1, f"expected one stderr line, got {result.stderr!r}"
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], f"expected one last error line, got {result.stderr!r}"
+    assert all(PROGRESS.match(line) for line in lines[:-1]), f"not progress lines: {result.stderr!r}"
+    lines = lines[-1:]
     assert lines[0].startswith("error: "), lines[0]
     assert "Traceback" not in result.stderr
     # tmp paths carry the test's name: never let them satisfy a needle
@@ -222,6 +225,9 @@ def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
     return lines[0]
 
 
+PROGRESS = re.compile(r"^(GC \S+|sweep \S+|catalog GC|iceberg GC|GC demo): [a-z]")  # a phase's line (cli.progress)
+
+
 def heads(cli: Callable[..., CliResult], repo: str = "lakegc://repo") -> dict[str, str]:
     """Branch name -> HEAD commit id, through the CLI."""
     return {b["id"]: b["commit_id"] for b in cli("branch", "list", repo, "--json").json()}
@@ -231,7 +237,7 @@ def heads(cli: Callable[..., CliResult], repo: str = "lakegc://repo") -> dict[st
 def spark():
     """One local Spark for the whole test process (each xdist worker has its own): GC runs made
     through the in-process CLI reuse it."""
-    from lakegc.gc.spark import spark_session
+    from lakegc.engine.spark import spark_session
 
     session = spark_session("local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session

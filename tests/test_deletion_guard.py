@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from conftest import CliResult, Env, age_objects, one_error, snapshot
 from lakegc.repo.model import AddressKind, Entry
 from lakegc.storage import LocalStorage
-from lakegc.storage.guard import Protected, home_folders, real_location, root_problem
+from lakegc.engine.guard import Protected, home_folders, root_problem
+from lakegc.storage import real_location
 from lakegc.timeutil import utcnow
 
 Cli = Callable[..., CliResult]
@@ -308,7 +309,7 @@ def test_catalog_gc_still_cleans_a_store_beside_them(env: Env, cli: Cli, iox, tm
                                          max_size=12)), min_size=1, max_size=12))
 def test_every_deleted_path_was_a_candidate_under_the_namespace(tmp_path_factory, spark, layout):
     from conftest import make_cli
-    from lakegc.gc.runs import output_keys
+    from lakegc.gc.outputs import output_keys
     import pyarrow.parquet as pq
 
     root = tmp_path_factory.mktemp("prop")

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import gc_model as model
-from lakegc.gc.active import CommitNode, active_commits, dangling_leaves
-from lakegc.gc.rules import GcRules, KeepAll, KeepCount, KeepSince, Policy, policies_from_rules
+from lakegc.retention.active import CommitNode, active_commits, dangling_leaves
+from lakegc.retention.rules import GcRules, KeepAll, KeepCount, KeepSince, Policy, policies_from_rules
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=timezone.utc)
 SECOND = 1 / 86400  # in days

@@ -28,11 +28,12 @@ import sqlalchemy as sa
 from conftest import Env, one_error, snapshot
 from lakegc.errors import InvalidToken, ObjectGone
 from lakegc.gc import lease as lease_mod
-from lakegc.gc.active import CommitNode, active_commits
+from lakegc.retention.active import CommitNode, active_commits
 from lakegc.gc.job import GcOptions, resolve_policies, run_gc, sweep_run
 from lakegc.gc.lease import HEARTBEAT, INTERRUPTED, LEASE_TTL, Holder, Lease, LeaseLost, stale
 from lakegc.gc.references import COPY_RECORD_WINDOW
-from lakegc.gc.runs import RunState, RunStore, RunSummary, new_run_id, output_keys, run_prefix
+from lakegc.engine.runs import MetastoreRunLog, Run, RunState, new_run_id
+from lakegc.gc.outputs import output_keys, run_prefix
 from lakegc.metastore import schema as t
 from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
@@ -98,13 +99,14 @@ def fake_run(lake: Lake, state: RunState) -> str:
     """A run row in `state`, as a GC process that is gone would have left it (no outputs)."""
     now = utcnow()
     run_id = new_run_id(now)
-    summary = RunSummary(run_id, NAME, RunState.MARKING, "clean", False, False, now.isoformat(), None,
-                         now.isoformat(), 0.0, "no rules: keep every commit")
-    store = RunStore(lake.metastore, NAME)
+    summary = Run(run_id, "repository", NAME, RunState.MARKING, False, now.isoformat(), now.isoformat(), 0.0,
+                  policy="no rules: keep every commit")
+    store = MetastoreRunLog(lake.metastore, NAME)
     store.create(summary, {"cutoffs": [], "default_cutoff": None, "min_age_seconds": 0.0, "now": now.isoformat()})
     for step in {RunState.MARKING: [], RunState.MARKED: [RunState.MARKED],
                  RunState.SWEEPING: [RunState.MARKED, RunState.SWEEPING]}[state]:
-        store.transition(summary, step)
+        frm, summary.state = summary.state, step
+        store.move(summary, frm)
     return run_id
 
 
@@ -243,7 +245,7 @@ def test_live_lease_refuses_gc_runs_and_sweeps(env, cli, host, pid, renewed_ago,
 
     assert leases(lake) == before_leases
     assert snapshot(env.namespace()) == before
-    assert [(r.run_id, r.state) for r in RunStore(lake.metastore, NAME).list()] == [(marked, RunState.MARKED)]
+    assert [(r.run_id, r.state) for r in MetastoreRunLog(lake.metastore, NAME).list()] == [(marked, RunState.MARKED)]
 
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -323,7 +325,7 @@ def test_run_that_loses_its_lease_before_deleting_deletes_nothing(env, spark):
         run_gc(lake, NAME, GcOptions(min_age=timedelta(0)), phase=phase, spark=spark)
 
     assert data_keys(env.namespace()) == {k for k in before if k.startswith("data/")}
-    (run,) = RunStore(lake.metastore, NAME).list()
+    (run,) = MetastoreRunLog(lake.metastore, NAME).list()
     assert run.state is RunState.FAILED and "lost its lease" in (run.error or "")
     assert [r["address"] for r in output_rows(repo, run.run_id, "to_delete")] == [keys["D1"]]
     assert output_keys(repo.storage, run.run_id, "deleted") == []
@@ -470,10 +472,10 @@ def test_gc_rounds_while_writer_processes_hammer_the_repository(env, spark, tmp_
     stop = tmp_path / "stop"
     writers = [spawn(env, tmp_path, f"w{i}", "hammer", env.metastore, NAME, str(i), "--stop", str(stop),
                      "--seed", str(1000 + i), "--pause", "0.03") for i in range(WRITERS)]
-    rounds: list[RunSummary] = []
+    rounds: list[Run] = []
     timings: list[float] = []
 
-    def timed(gc: Callable[[], RunSummary]) -> RunSummary:
+    def timed(gc: Callable[[], Run]) -> Run:
         begun = time.monotonic()
         summary = gc()
         timings.append(round(time.monotonic() - begun, 1))

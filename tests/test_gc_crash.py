@@ -49,7 +49,7 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import CliResult, Env, clone_lake, make_cli
-from lakegc.gc.runs import STOP_AFTER
+from lakegc.engine.runs import STOP_AFTER
 from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow
 
@@ -67,7 +67,7 @@ LOOKUP_PHASE = "looking up what lost a reference since the base run"  # runs tha
 
 
 def stopped_line(state: str) -> str:
-    """What a GC process started with `stop_after=state` prints when it stops (lakegc.gc.runs)."""
+    """What a GC process started with `stop_after=state` prints when it stops (lakegc.engine.runs)."""
     return f"is {state}; stopped ({STOP_AFTER})"
 
 
@@ -323,7 +323,7 @@ class GcProcess:
 
     def __init__(self, env: Env, *args: str, stop_after: str | None = None):
         """`stop_after`: a run state; the process stops itself the moment it moves its run there,
-        printing `stopped_line(state)` (lakegc.gc.runs.STOP_AFTER), for a kill at exactly that point."""
+        printing `stopped_line(state)` (lakegc.engine.runs.STOP_AFTER), for a kill at exactly that point."""
         self.started = time.monotonic()
         hook = {STOP_AFTER: stop_after} if stop_after else {}
         self.proc = subprocess.Popen([sys.executable, "-m", "lakegc", *args], stdin=subprocess.DEVNULL,

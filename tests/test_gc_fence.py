@@ -13,11 +13,10 @@ import pytest
 from conftest import Env, age_objects
 from lakegc.errors import LakegcError, ObjectGone
 from lakegc.gc import job
-from lakegc.gc.config import set_rules
 from lakegc.gc.fence import FencedByGc, lower_fence, raise_fence
 from lakegc.gc.job import GcOptions, run_gc
-from lakegc.gc.rules import GcRules
-from lakegc.gc.runs import RunState, RunStore
+from lakegc.retention.rules import GcRules
+from lakegc.engine.runs import RunState, MetastoreRunLog
 from lakegc.repo.repository import Lake, Repository
 from lakegc.timeutil import utcnow
 
@@ -32,7 +31,7 @@ def expiring_lake(env: Env, objects: int = 40) -> tuple[Lake, Repository, str, l
     lake = env.lake()
     lake.create_repository(NAME, str(env.namespace()))
     repo = lake.repository(NAME)
-    set_rules(repo, GcRules.model_validate({"default_retention_days": 7, "branches": []}))
+    repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 7, "branches": []}))
     paths = [f"t/part-{i:05d}" for i in range(objects)]
     for p in paths:
         repo.upload("main", p, f"old {p}".encode())
@@ -64,7 +63,7 @@ def test_behind_a_fence_every_way_back_to_an_expired_commit_is_refused(env: Env)
         "copy out of it": lambda: repo.copy(old, paths[0], "main", "copied"),
         "merge from it": lambda: repo.merge(old, "main", allow_empty=True),
         "revert to it": lambda: repo.revert("main", repo.log("main")[0].id),
-        "rules change": lambda: set_rules(repo, GcRules.model_validate({"default_retention_days": 90, "branches": []})),
+        "rules change": lambda: repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 90, "branches": []})),
     }
     for what, attempt in attempts.items():
         with pytest.raises(FencedByGc, match="run-x"):
@@ -91,7 +90,7 @@ def test_a_branch_whose_retention_reaches_an_expired_ancestor_is_refused(env: En
     """Not only the ref's own commit: a new branch at main's HEAD, under a rule that keeps 90 days
     for it, would make main's expired history count again."""
     lake, repo, old, _ = expiring_lake(env, objects=3)
-    set_rules(repo, GcRules.model_validate({"default_retention_days": 7,
+    repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 7,
                                             "branches": [{"branch_id": "archive", "retention_days": 90}]}))
     raise_fence(lake.metastore, NAME, "run-x", {b.head for b in repo.branches()}, PARAMS)
     with pytest.raises(FencedByGc, match="branch 'archive'"):
@@ -201,11 +200,11 @@ def test_a_sweep_past_its_lease_deadline_defers_and_finishes_in_later_rounds(env
     rounds = {Path(k).parent.name for k in _keys(repo, summary.run_id, "deleted")}
     assert rounds == {"round-0", "round-1"}
     assert not readable(repo, old, paths[:1])
-    assert RunStore(lake.metastore, NAME).get(summary.run_id)[0].num_deleted == len(paths)
+    assert MetastoreRunLog(lake.metastore, NAME).get(summary.run_id)[0].num_deleted == len(paths)
 
 
 def _keys(repo: Repository, run_id: str, name: str) -> list[str]:
-    from lakegc.gc.runs import output_keys
+    from lakegc.gc.outputs import output_keys
 
     return output_keys(repo.storage, run_id, name)
 

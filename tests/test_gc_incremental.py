@@ -40,13 +40,12 @@ import gc_model as model
 import lakegc.gc.lease  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
 import lakegc.timeutil
 from lakegc.errors import LakegcError
-from lakegc.gc.config import set_rules
 from lakegc.gc.incremental import SETTLE_MARGIN, Plan, SliceWindow, newly_settled, plan, previous_run, settled
 from lakegc.gc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
-from lakegc.gc.mark import BASE_OUTPUTS, SETTLED
+from lakegc.gc.outputs import BASE_OUTPUTS, SETTLED
 from lakegc.gc.refset import RefManifest, StateUnusable, TreeChange, part_of
-from lakegc.gc.rules import GcRules
-from lakegc.gc.runs import RunState, RunStore, RunSummary
+from lakegc.retention.rules import GcRules
+from lakegc.engine.runs import RunState, MetastoreRunLog, Run
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.slices import SLICE_MAX_AGE
 from test_gc_model_hypothesis import RandomOps, namespace_files, run_output, tree_keys, uncommitted_references
@@ -87,7 +86,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
                if name.startswith("lakegc") and getattr(module, "utcnow", None) is _real_utcnow]
     for name in patched:
         monkeypatch.setattr(sys.modules[name], "utcnow", fake)
-    assert {"lakegc.gc.job", "lakegc.gc.runs", "lakegc.gc.lease", "lakegc.repo.repository"} <= set(patched)
+    assert {"lakegc.gc.job", "lakegc.engine.runs", "lakegc.gc.lease", "lakegc.repo.repository"} <= set(patched)
     return fake
 
 
@@ -142,9 +141,9 @@ def test_newly_settled_needs_a_complete_listing_a_known_window_and_a_settled_win
 
 
 def summary(run_id: str, state: RunState = RunState.SWEPT, *, dry_run: bool = False, mark_only: bool = False,
-            policy: str = "P", min_age_seconds: float = 0.0) -> RunSummary:
-    return RunSummary(run_id, "repo", state, "clean", dry_run, mark_only, T0.isoformat(), None, T0.isoformat(),
-                      min_age_seconds, policy)
+            policy: str = "P", min_age_seconds: float = 0.0) -> Run:
+    return Run(run_id, "repository", "repo", state, dry_run, T0.isoformat(), T0.isoformat(), min_age_seconds,
+               mark_only=mark_only, policy=policy)
 
 
 def test_previous_run_is_the_newest_non_dry_run_that_swept_or_failed():
@@ -164,7 +163,7 @@ def test_plan_gives_each_reason_in_order():
     missing: list[str] = []
     asked: list[str] = []
 
-    def outputs_missing(run: RunSummary) -> list[str]:
+    def outputs_missing(run: Run) -> list[str]:
         asked.append(run.run_id)
         return missing
 
@@ -217,18 +216,18 @@ class Lakeside:
     def upload(self, branch: str, path: str, data: bytes = b"x") -> str:
         return self.touch(self.repo.upload(branch, path, data).address)
 
-    def run(self, options: GcOptions = MIN_AGE_0, **changes: Any) -> RunSummary:
+    def run(self, options: GcOptions = MIN_AGE_0, **changes: Any) -> Run:
         return run_gc(self.lake, "repo", replace(options, **changes), spark=self.spark)
 
-    def candidates(self, run: RunSummary) -> dict[str, str]:
+    def candidates(self, run: Run) -> dict[str, str]:
         return {row["address"]: row["reason"] for row in run_output(self.ns, run.run_id, "candidates")}
 
-    def deleted(self, run: RunSummary) -> set[str]:
+    def deleted(self, run: Run) -> set[str]:
         rows = run_output(self.ns, run.run_id, "deleted")
         assert all(row["deleted"] and row["error"] is None for row in rows), rows
         return {row["address"] for row in rows}
 
-    def settled_by(self, run: RunSummary) -> set[str]:
+    def settled_by(self, run: Run) -> set[str]:
         return set(json.loads((self.ns / "_lakegc" / "gc" / run.run_id / SETTLED).read_text()))
 
     def slice_of(self, key: str) -> str:
@@ -237,7 +236,7 @@ class Lakeside:
     def exists(self, key: str) -> bool:
         return (self.ns / key).is_file()
 
-    def run_compared(self, options: GcOptions = MIN_AGE_0) -> RunSummary:
+    def run_compared(self, options: GcOptions = MIN_AGE_0) -> Run:
         """A clean dry run, then the default run on the same state at the same fake time: both choose
         the same candidates for the same reasons."""
         clean = self.run(options, clean=True, dry_run=True)
@@ -252,7 +251,7 @@ def lakeside(tmp_path: Path, clock: Clock, spark) -> Lakeside:
     return Lakeside.create(tmp_path, clock, spark)
 
 
-def mode(run: RunSummary) -> tuple[str, str, str | None]:
+def mode(run: Run) -> tuple[str, str, str | None]:
     return run.mode, run.mode_reason, run.base_run_id
 
 
@@ -262,7 +261,7 @@ def mode(run: RunSummary) -> tuple[str, str, str | None]:
 
 def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakeside, clock: Clock):
     ls = lakeside
-    store = RunStore(ls.lake.metastore, "repo")
+    store = MetastoreRunLog(ls.lake.metastore, "repo")
     ls.upload("main", "a")
     ls.repo.commit("main", "c1")
 
@@ -285,7 +284,7 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
     assert mode(r5) == ("incremental", f"builds on run {r2.run_id}", r2.run_id)
 
     # the policy changed (rules stored); then the min-age
-    set_rules(ls.repo, GcRules.model_validate({"default_retention_days": 7, "branches": []}))
+    ls.repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 7, "branches": []}))
     clock.advance(HOUR)
     r6 = ls.run()
     assert mode(r6) == ("clean", f"retention rules changed since run {r5.run_id}", None)
@@ -509,7 +508,7 @@ class World(Lakeside, RandomOps):
     log: list[str] = field(default_factory=list)
     noted: int = 0
     settled_files: dict[str, set[str]] = field(default_factory=dict)  # slice -> its files once settled
-    last_run: RunSummary | None = None
+    last_run: Run | None = None
 
     # -- changes ------------------------------------------------------------------------------
     def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
@@ -736,7 +735,7 @@ def check_history(spark, clock: Clock, policy: str, min_age_minutes: int, steps:
         w.options = replace(options, min_age=timedelta(minutes=min_age_minutes))
         w.retention = retention or model.retention_from_rules(rules)
         if rules is not None:
-            set_rules(w.repo, GcRules.model_validate(rules))
+            w.repo.set_gc_rules(GcRules.model_validate(rules))
         w.record(w.repo.resolve("main")[0])
         note(f"policy {policy}, min-age {min_age_minutes} min")
         for ops, hours, between in steps:
@@ -829,11 +828,11 @@ def test_incremental_runs_delete_exactly_what_clean_runs_would_many_histories(sp
 # (c) the reference set an incremental run moves forward, and the sweep's re-check by version
 # ================================================================================================
 
-def refs_doc(ls: Lakeside, run: RunSummary) -> dict:
+def refs_doc(ls: Lakeside, run: Run) -> dict:
     return json.loads((ls.ns / "_lakegc" / "gc" / run.run_id / "refs" / "manifest.json").read_text())
 
 
-def written_rows(ls: Lakeside, run: RunSummary) -> int:
+def written_rows(ls: Lakeside, run: Run) -> int:
     """Address rows a run wrote itself (the rest of its set it carried forward)."""
     own = f"_lakegc/gc/{run.run_id}/"
     return sum(pq.read_metadata(ls.ns / key).num_rows for keys in refs_doc(ls, run)["parts"].values()
@@ -874,7 +873,7 @@ def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(la
     ls = lakeside
     ls.upload("main", "a")
     ls.repo.commit("main", "c1")
-    store = RunStore(ls.lake.metastore, "repo")
+    store = MetastoreRunLog(ls.lake.metastore, "repo")
     _, policy = resolve_policies(ls.repo, (), None, clock.now)
     r1 = ls.run()
     prefix = f"run {r1.run_id}'s reference set cannot be used: "

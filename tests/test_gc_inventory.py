@@ -44,7 +44,7 @@ from lakegc.gc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_
 from lakegc.gc.inventory_format import (Format, Inventory, as_raw, check_age, check_source, data_location,
                                         parse_manifest, schema_fields)
 from lakegc.gc.job import GcOptions, run_gc
-from lakegc.gc.runs import RunStore, RunSummary
+from lakegc.engine.runs import MetastoreRunLog, Run
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.slices import slice_name
 from lakegc.storage import ObjectInfo
@@ -370,10 +370,10 @@ class World:
         self.keys[name] = key
         return key
 
-    def run(self, options: GcOptions = OPTIONS, **changes: Any) -> RunSummary:
+    def run(self, options: GcOptions = OPTIONS, **changes: Any) -> Run:
         return run_gc(self.lake, "repo", replace(options, **changes), spark=self.spark)
 
-    def candidates(self, run: RunSummary) -> dict[str, str]:
+    def candidates(self, run: Run) -> dict[str, str]:
         return {r["address"]: r["reason"] for r in outputs(self.ns, run.run_id, "candidates")}
 
     def named(self, candidates: dict[str, str]) -> dict[str, str]:
@@ -445,7 +445,7 @@ def test_an_inventory_run_deletes_exactly_what_a_plain_run_deletes(world: World,
     assert w.candidates(dry) == w.candidates(plain)
     assert (dry.num_candidates, dry.bytes_candidates) == (plain.num_candidates, plain.bytes_candidates)
     assert "listed from the inventory taken" in dry.mode_reason and "inventory" not in plain.mode_reason
-    _, params = RunStore(w.lake.metastore, "repo").get(dry.run_id)
+    _, params = MetastoreRunLog(w.lake.metastore, "repo").get(dry.run_id)
     assert params["inventory"]["manifest"] == manifest.as_uri()
 
     before = snapshot(w.ns)
@@ -593,7 +593,7 @@ def test_an_inventory_of_another_folder_namespace_fails_the_run_and_deletes_noth
         with pytest.raises(LakegcError, match="not an inventory of this namespace"):
             w.run(inventory=str(manifest))
     assert without_runs(snapshot(w.ns)) == without_runs(before)
-    runs = RunStore(w.lake.metastore, "repo").list()
+    runs = MetastoreRunLog(w.lake.metastore, "repo").list()
     assert [r.state for r in runs] == ["failed", "failed"] and all(r.num_candidates == 0 for r in runs)
 
 
@@ -638,10 +638,10 @@ def test_an_s3_inventory_of_the_bucket_lists_an_s3_namespace(bucket: Bucket, clo
     manifest = f"s3://{bucket.name}/inv/lake/cfg/2030-01-01T00-00Z/manifest.json"
     bucket.client.delete_object(Bucket=bucket.name, Key=f"lake/{keys['G1']}")  # gone since the inventory
 
-    def run(**changes: Any) -> RunSummary:
+    def run(**changes: Any) -> Run:
         return run_gc(lake, "repo", replace(OPTIONS, **changes), spark=spark)
 
-    def candidates(summary: RunSummary) -> dict[str, str]:
+    def candidates(summary: Run) -> dict[str, str]:
         prefix = f"lake/_lakegc/gc/{summary.run_id}/candidates/"
         return {r["address"]: r["reason"] for key in bucket.keys(prefix)
                 for r in pq.read_table(io.BytesIO(bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"]

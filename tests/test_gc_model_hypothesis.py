@@ -30,10 +30,9 @@ from hypothesis import strategies as st
 import gc_model as model
 from conftest import age_objects
 from lakegc.errors import LakegcError
-from lakegc.gc.active import CommitNode, active_commits
-from lakegc.gc.config import set_rules
+from lakegc.retention.active import CommitNode, active_commits
 from lakegc.gc.job import GcOptions, run_gc
-from lakegc.gc.rules import Cutoff, GcRules, KeepAll, KeepCount, KeepSince, policies_from_cutoffs, policies_from_rules
+from lakegc.retention.rules import Cutoff, GcRules, KeepAll, KeepCount, KeepSince, policies_from_cutoffs, policies_from_rules
 from lakegc.metastore import schema as t
 from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
@@ -453,7 +452,7 @@ def check_gc_against_the_model(spark, ops: list[tuple], rules: dict | None,
                                 default_cutoff=cutoffs[1])
             retention = cutoff_retention(*cutoffs)
         if rules is not None:
-            set_rules(h.repo, GcRules.model_validate(rules))
+            h.repo.set_gc_rules(GcRules.model_validate(rules))
         age_objects(h.namespace, h.start - AGED)
         for key in [k for k in namespace_files(h.namespace) if "/" not in k]:  # stray root files
             os.utime(h.namespace / key, ((h.start - AGED).timestamp(),) * 2)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakegc.errors import InvalidArgument
-from lakegc.gc.rules import (
+from lakegc.retention.rules import (
     BranchRule, GcRules, InvalidRules, KeepAll, KeepCount, KeepSince, parse_cutoff, parse_policy, parse_rules,
     policies_from_cutoffs, policies_from_rules,
 )
@@ -147,23 +147,22 @@ def test_no_rules_keep_every_commit():
 
 
 def test_rules_are_stored_per_repository(env):
-    from lakegc.gc.config import delete_rules, get_rules, set_rules
 
     lake = env.lake()
     lake.create_repository("one", str(env.namespace("one")))
     lake.create_repository("two", str(env.namespace("two")))
     one, two = lake.repository("one"), lake.repository("two")
-    assert get_rules(one) is None
+    assert one.gc_rules() is None
     rules = parse_rules(rules_json(21, [{"branch_id": "main", "retention_days": 28}]))
-    set_rules(one, rules)
-    assert get_rules(one) == rules
-    assert get_rules(two) is None
+    one.set_gc_rules(rules)
+    assert one.gc_rules() == rules
+    assert two.gc_rules() is None
     replaced = parse_rules(rules_json(3, []))
-    set_rules(one, replaced)
-    assert get_rules(one) == replaced
-    assert delete_rules(one) is True
-    assert get_rules(one) is None
-    assert delete_rules(one) is False
+    one.set_gc_rules(replaced)
+    assert one.gc_rules() == replaced
+    assert one.delete_gc_rules() is True
+    assert one.gc_rules() is None
+    assert one.delete_gc_rules() is False
 
 
 # -- Nessie-style policies --------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_relation():
 def test_listing_folders_never_enter_a_left_out_folder(tmp_path: Path):
     """The listing tasks of a root cover every file once, except the left-out subtrees, which
     they never open (their folders may be swapped or huge)."""
-    from lakegc.connectors.iceberg.gc import listing_folders
+    from lakegc.engine.listing import location_folders
     from lakegc.storage import LocalStorage
 
     files = ["f", "data/x", "data/a/b/c/deep", "data/a/b/c2/twin", "data/a/keep", "meta/m", "n/o/p/q/r", "n/o/p2/s"]
@@ -109,7 +109,7 @@ def test_listing_folders_never_enter_a_left_out_folder(tmp_path: Path):
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text(f)
     storage = LocalStorage(tmp_path)
-    tasks = listing_folders(storage, "0", ("data/a/b/c/", "n/o/p/"))
+    tasks = location_folders(storage, "0", leave_out=("data/a/b/c/", "n/o/p/"))
     listed = [k for t in tasks for b in storage.list_batches(t.prefix, recursive=t.recursive)
               for k in b.column("key").to_pylist()]
     assert sorted(listed) == sorted(set(files) - {"data/a/b/c/deep", "n/o/p/q/r"})

@@ -8,16 +8,18 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pytest
 
-from lakegc.gc.ages import BUCKETS_DAYS, CANDIDATE_TALLY_KEYS, NO_SLICE, bucket_label, candidate_ages, candidate_tally
-from lakegc.gc.arrowio import sum_tallies
-from lakegc.gc.report import _position, render_report
-from lakegc.gc.runs import RunState, RunSummary
+from lakegc.engine.ages import BUCKETS_DAYS, NO_SLICE, bucket_label
+from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
+from lakegc.engine.arrowio import sum_tallies
+from lakegc.engine.report import _position, render_report
+from lakegc.engine.runs import RunState, Run
 from lakegc.repo.slices import SLICE_EPOCH_END
 
 
-def summary(**changes) -> RunSummary:
-    s = RunSummary("8204651334357-0928bb", "repo", RunState.SWEPT, "clean", False, False, "2026-11-22T10:00:00+00:00",
-                   "2026-11-22T10:01:00+00:00", "2026-11-21T10:00:00+00:00", 86400.0, "no rules: keep every commit",
+def summary(**changes) -> Run:
+    s = Run("20261122T100000000Z-0928bb", "repository", "repo", RunState.SWEPT, False, "2026-11-22T10:00:00+00:00",
+            "2026-11-21T10:00:00+00:00", 86400.0, finished_at="2026-11-22T10:01:00+00:00",
+            policy="no rules: keep every commit",
                    num_listed=10, num_candidates=3, bytes_candidates=3072, candidates_by_reason={"expired": 2, "uncommitted": 1},
                    num_deleted=3, bytes_deleted=3072, phases={"listing the namespace": 1.5, "reading committed trees": 0.5},
                    object_ages=[{"bucket": 0, "label": "0-1d", "count": 4, "bytes": 40},
@@ -56,7 +58,7 @@ def test_a_dry_run_reports_what_would_be_reclaimed():
 
 def test_a_failed_run_still_renders_with_its_error_escaped():
     page = render_report(summary(state=RunState.FAILED, error="<script>alert(1)</script> in s3://b/<x>",
-                                 repository="<b>repo</b>", object_ages=[], candidate_ages=[], phases={}))
+                                 target="<b>repo</b>", object_ages=[], candidate_ages=[], phases={}))
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;repo&lt;/b&gt;" in page
     assert '<span class="state failed">' in page and "no objects listed" in page
 

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import Bucket, CliResult, one_error
 from lakegc.errors import ObjectNotFound, PathEscapesNamespace
-from lakegc.gc.sweep import RETRIES
+from lakegc.engine.delete import RETRIES
 from lakegc.storage import S3Settings, S3Storage, open_storage
 from lakegc.timeutil import utcnow
 from loopback import free_port

@@ -345,5 +345,5 @@ def test_spark_submit_conf_is_not_overridden_by_lakegc_defaults(runs):
     lakegc's default (its quiet log4j2 configuration) does."""
     submitted, by_cli = executor_commands(runs, runs.submit.app["id"]), executor_commands(runs, runs.cli.app["id"])
     assert len(submitted) == len(by_cli) == 2
-    assert all(SUBMIT_JAVA_OPTION in c and "lakegc/gc/sparkconf" not in c for c in submitted), submitted
-    assert all("lakegc/gc/sparkconf/log4j2.properties" in c for c in by_cli), by_cli
+    assert all(SUBMIT_JAVA_OPTION in c and "lakegc/engine/sparkconf" not in c for c in submitted), submitted
+    assert all("lakegc/engine/sparkconf/log4j2.properties" in c for c in by_cli), by_cli

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from lakegc.demo import RULES, build_demo
-from lakegc.gc import classdata
-from lakegc.gc.config import set_rules
-from lakegc.gc.rules import GcRules
+from lakegc.engine import classdata
+from lakegc.retention.rules import GcRules
 from lakegc.repo.repository import Lake
 
 
@@ -74,7 +73,7 @@ def test_spark_starts_without_an_archive_that_crashes_the_jvm(tmp_path: Path):
     broken = archive.folder / f"spark-{archive.key}-{len(cut)}.jsa"
     broken.write_bytes(cut)
 
-    script = "from lakegc.gc.spark import spark_session; print('rows', spark_session().range(3).count())"
+    script = "from lakegc.engine.spark import spark_session; print('rows', spark_session().range(3).count())"
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=600)  # a hang guard
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -86,7 +85,7 @@ def test_spark_starts_without_an_archive_that_crashes_the_jvm(tmp_path: Path):
 def demo_env(tmp_path: Path) -> dict[str, str]:
     lake = Lake(f"sqlite:///{tmp_path / 'lakegc.db'}")
     demo = build_demo(lake, tmp_path / "namespace")
-    set_rules(demo.repo, GcRules.model_validate(RULES))
+    demo.repo.set_gc_rules(GcRules.model_validate(RULES))
     return {**os.environ, "LAKEGC_HOME": str(tmp_path / "home"), "LAKEGC_METASTORE": f"sqlite:///{tmp_path / 'lakegc.db'}",
             "XDG_CACHE_HOME": str(tmp_path / "a cache")}  # a space: every JVM option naming it is quoted
 

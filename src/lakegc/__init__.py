@@ -1,4 +1,12 @@
-"""lakegc: garbage collection for versioned data lakes."""
+"""lakegc: garbage collection for versioned data lakes.
+
+    import lakegc
+
+    run = lakegc.gc("lake", dry_run=True)        # lakegc.api: the Python API (see docs/api.md)
+
+The API's names are importable from here; they load on first use, so `import lakegc` stays cheap
+(Spark's Python workers import lakegc's modules without needing any of them).
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 
@@ -6,3 +14,18 @@ try:
     __version__ = version("lakegc")  # the one version string: the package's metadata (pyproject.toml)
 except PackageNotFoundError:  # imported from a source tree that was never installed (a zip on executors)
     __version__ = "0+unknown"
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    import importlib
+
+    api = importlib.import_module("lakegc.api")
+    if name in api.__all__:
+        return getattr(api, name)
+    raise AttributeError(f"module 'lakegc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    import importlib
+
+    return sorted([*globals(), *importlib.import_module("lakegc.api").__all__])

@@ -101,3 +101,11 @@ def first_problem(exc: "ValidationError", whole: str) -> str:
     by its field (`whole` when it concerns the whole document)."""
     first = exc.errors()[0]
     return f"{'.'.join(str(part) for part in first['loc']) or whole}: {first['msg']}"
+
+
+def first_line(exc: BaseException | str, limit: int = 300) -> str:
+    """The first line of an error's text (its type's name when it has none), cut at `limit`: what
+    an `error:` line quotes of an error raised by a library."""
+    text = (str(exc).strip() or (type(exc).__name__ if isinstance(exc, BaseException) else ""))
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -61,3 +61,12 @@ def _bounded(value: timedelta, text: str) -> timedelta:
 
 def epoch_seconds(value: datetime) -> int:
     return int(as_utc(value).timestamp())
+
+
+def shown_time(value: datetime | str | None) -> str:
+    """A time as people read it in tables and reports: ISO 8601 to the second, in UTC, with its
+    zone (`2026-11-26T14:06:38Z`); `-` for none. Accepts what records hold (ISO text)."""
+    if value is None or value == "":
+        return "-"
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return as_utc(when).strftime("%Y-%m-%dT%H:%M:%SZ")

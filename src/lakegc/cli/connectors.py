@@ -1,4 +1,5 @@
-"""`lakegc catalog gc` and `lakegc iceberg gc`: the connectors (CLI.md "Connectors")."""
+"""`lakegc catalog` and `lakegc iceberg`: the connectors' runs, and their records (`runs`, `show`,
+`candidates`, as `gc` has them for repository runs)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,25 @@ from typing import Optional
 
 import typer
 
+from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import parse_conf, progress
+from lakegc.cli.gc import CONF, LIMIT, MASTER, RUN_ID, parse_conf, print_candidates, print_run, print_runs, show_report
 from lakegc.cli.main import new_app, state
+from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
-from lakegc.connectors.runs import ConnectorRun, summary_rows
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
 iceberg_app = new_app("GC for Iceberg tables: expire snapshots, then delete files no table references.")
 
 RUNS = typer.Option(None, "--runs", metavar="LOCATION",
-                    help="Folder or s3:// prefix for the run's outputs (default $LAKEGC_HOME/runs).")
-MASTER = typer.Option(None, "--master", help="Spark master URL (default local[*]).")
-CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable).")
+                    help="Folder or s3:// prefix of the connector's run folders (default $LAKEGC_HOME/runs, or the "
+                         "settings file's runs).")
 
 
-@catalog_app.command("gc")
+@catalog_app.command("gc", epilog="Example: lakegc catalog gc --catalog postgresql+psycopg://iox@db/catalog "
+                                  "--store s3://bucket/iox --dry-run")
 def catalog_gc(
     ctx: typer.Context,
     catalog: str = typer.Option(..., "--catalog", metavar="URL", help="SQLAlchemy URL of the catalog database."),
@@ -37,16 +39,15 @@ def catalog_gc(
     runs: Optional[str] = RUNS, master: Optional[str] = MASTER, conf: list[str] = CONF, as_json: bool = JSON,
 ) -> None:
     """Hard-delete expired parquet_file rows and delete the objects no row names."""
-    from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
-
-    options = CatalogGcOptions(parse_duration(objectstore_cutoff), parse_duration(parquetfile_cutoff), dry_run, runs,
-                               master, parse_conf(conf), state(ctx).metastore_url)
-    with progress("catalog GC", quiet=as_json) as phase:
-        run = run_catalog_gc(catalog, store, options, phase)
+    with progress("catalog GC", as_json=as_json) as phase:
+        run = api.catalog_gc(catalog, store, objectstore_cutoff=parse_duration(objectstore_cutoff),
+                             parquetfile_cutoff=parse_duration(parquetfile_cutoff), dry_run=dry_run,
+                             runs_location=runs, metastore=state(ctx).metastore_url, master=master,
+                             conf=parse_conf(conf), progress=phase)
     print_run(run, as_json)
 
 
-@iceberg_app.command("gc")
+@iceberg_app.command("gc", epilog="Example: lakegc iceberg gc --catalog lake db.events --older-than 7d --dry-run")
 def iceberg_gc(
     ctx: typer.Context,
     tables: list[str] = typer.Argument(..., metavar="TABLE...", help="Tables to collect, as namespace.table."),
@@ -62,15 +63,15 @@ def iceberg_gc(
     runs: Optional[str] = RUNS, master: Optional[str] = MASTER, conf: list[str] = CONF, as_json: bool = JSON,
 ) -> None:
     """Expire old snapshots of the tables, then delete files under their locations no table references."""
-    from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
-
-    options = IcebergGcOptions(parse_duration(older_than), retain_last, parse_duration(orphan_min_age), prefix_mismatch,
-                               dry_run, runs, master, parse_conf(conf), state(ctx).metastore_url)
-    if options.orphan_min_age < timedelta(days=1) and not dry_run:
+    orphan_age = parse_duration(orphan_min_age)
+    if orphan_age < timedelta(days=1) and not dry_run:
         output.warn(f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
                     "committed, may be deleted (Iceberg's own procedure refuses under 24h)")
-    with progress("iceberg GC", quiet=as_json) as phase:
-        run = run_iceberg_gc(catalog, tables, options, phase)
+    with progress("iceberg GC", as_json=as_json) as phase:
+        run = api.iceberg_gc(catalog, tables, older_than=parse_duration(older_than), retain_last=retain_last,
+                             orphan_min_age=orphan_age, prefix_mismatch=str(prefix_mismatch), dry_run=dry_run,
+                             runs_location=runs, metastore=state(ctx).metastore_url, master=master,
+                             conf=parse_conf(conf), progress=phase)
     print_run(run, as_json)
     if not as_json:
         expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
@@ -78,11 +79,33 @@ def iceberg_gc(
             [t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in run.details["tables"]])
 
 
-def print_run(run: ConnectorRun, as_json: bool) -> None:
-    if as_json:
-        output.emit_json(run.to_json())
-        return
-    output.table("", "", rows=summary_rows(run), title=f"{run.connector} GC run {run.run_id}")
+def _records(app: typer.Typer, kind: str) -> None:
+    """`runs`, `show` and `candidates` of a connector's runs."""
 
+    @app.command("runs", help=f"{kind} GC runs, newest first.", epilog=f"Example: lakegc {kind} runs --json")
+    def runs(runs: Optional[str] = RUNS, as_json: bool = JSON) -> None:
+        print_runs(api.connector_runs(kind, runs_location=runs), as_json)
+
+
+    @app.command("show", help=f"One {kind} GC run's summary.", epilog=f"Example: lakegc {kind} show 20261126T1406 --html")
+    def show(run_id: str = RUN_ID, runs: Optional[str] = RUNS, as_json: bool = JSON,
+             html: bool = typer.Option(False, "--html", help="Print where the run's report.html is.")) -> None:
+        found = api.connector_run(kind, run_id, runs_location=runs)
+        if html:
+            show_report(api.connector_folder(kind, found.run_id, runs_location=runs), found)
+            return
+        print_run(found, as_json)
+
+
+    @app.command("candidates", help=f"The files a {kind} GC run marked for deletion (address, size, mtime, reason).",
+                 epilog=f"Example: lakegc {kind} candidates 20261126T1406 --limit 20")
+    def candidates(run_id: str = RUN_ID, runs: Optional[str] = RUNS, as_json: bool = JSON,
+                   limit: Optional[int] = LIMIT) -> None:
+        print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
+
+
+
+_records(catalog_app, "catalog")
+_records(iceberg_app, "iceberg")
 
 __all__ = ["catalog_app", "iceberg_app"]

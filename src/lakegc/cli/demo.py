@@ -8,13 +8,13 @@ from pathlib import Path
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.gc import candidate_rows, print_summary, progress
+from lakegc import api
+from lakegc.cli.gc import print_run
+from lakegc.cli.progress import progress
 from lakegc.demo import RULES, build_demo, namespace_objects
-from lakegc.gc.config import set_rules
-from lakegc.gc.job import GcOptions, run_gc
-from lakegc.gc.rules import GcRules
+from lakegc.engine.guard import check_root
 from lakegc.repo.repository import Lake
-from lakegc.storage.guard import check_root
+from lakegc.retention.rules import GcRules
 
 _MARK = ".lakegc-demo"
 
@@ -36,15 +36,15 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
     with output.console.status("building the demo lake"):
         lake_demo = build_demo(lake, directory / "namespace")
     repo = lake_demo.repo
-    set_rules(repo, GcRules.model_validate(RULES))
+    repo.set_gc_rules(GcRules.model_validate(RULES))
     output.say(f"Demo repository lakegc://{repo.name} at {repo.info.storage_namespace}: "
                f"{namespace_objects(repo)} objects under data/, rules {RULES}")
     output.table("COMMIT", "DATE", "MESSAGE", title="lakegc log lakegc://demo/main",
-                 rows=[[c.id[:12], output.when(c.creation_date), c.message] for c in repo.log("main")])
-    with progress("GC demo", quiet=False) as phase:
-        summary = run_gc(lake, repo.name, GcOptions(master=master), phase)
-    print_summary(summary, as_json=False)
+                 rows=[[c.id, output.when(c.creation_date), c.message] for c in repo.log("main")])
+    with progress("GC demo") as phase:
+        run = api.gc(repo.name, metastore=lake, master=master, progress=phase)
+    print_run(run, as_json=False)
     output.table("DELETED ADDRESS", "SIZE", "REASON", title="What GC collected",
-                 rows=[[r["address"], r["size"], r["reason"]] for r in candidate_rows(repo.storage, summary.run_id, None)])
+                 rows=[[c.address, c.size, c.reason] for c in api.candidates(repo.name, run.run_id, metastore=lake)])
     output.say(f"{namespace_objects(repo)} objects left under data/. Explore with: "
                f"lakegc --metastore {metastore} gc runs lakegc://demo")

@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
-import pyarrow.parquet as pq
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from lakegc import api
 from lakegc.cli import output
 from lakegc.cli.main import new_app, state
+from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
+from lakegc.engine.report import summary_rows
+from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
-from lakegc.gc.config import delete_rules, get_rules, set_rules
-from lakegc.gc.job import GcOptions, run_gc, sweep_run
-from lakegc.gc.rules import parse_rules
-from lakegc.gc.report import render_report, summary_rows
-from lakegc.gc.runs import RunStore, RunSummary, output_keys, report_key
-from lakegc.redact import mask_doc, shown
-from lakegc.timeutil import parse_duration
+from lakegc.redact import mask_doc
+from lakegc.retention.rules import parse_rules
 from lakegc.uri import parse_uri
 
 app = new_app("Garbage collection: retention rules, runs, sweeps.")
+
+MASTER = typer.Option(None, "--master", help="Spark master URL (default: the settings file's, else local[*]).")
+CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
+RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
+LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
 
 
 def _repo_uri(uri: str) -> str:
@@ -36,22 +37,24 @@ def _repo_uri(uri: str) -> str:
     return target.repo
 
 
-@app.command("set-config")
-def set_config(ctx: typer.Context, uri: str, file: str = typer.Option(..., "-f", "--file", help="Rules JSON, or - for stdin.")) -> None:
-    """Set the repository's retention rules (lakeFS JSON)."""
-    repo = state(ctx).lake.repository(_repo_uri(uri))
+@app.command("set-config", epilog="Example: lakegc gc set-config lakegc://lake -f rules.json")
+def set_config(ctx: typer.Context, uri: str,
+               file: str = typer.Option(..., "-f", "--file", help="Rules JSON, or - for stdin.")) -> None:
+    """Set the repository's retention rules (lakeFS JSON:
+    {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 28}]})."""
+    repo = _repo_uri(uri)
     text = sys.stdin.read() if file == "-" else _read_file(file)
-    set_rules(repo, parse_rules(text))
-    output.say(f"GC rules set for {repo.name!r}")
+    api.set_rules(repo, parse_rules(text), metastore=state(ctx).lake)
+    output.say(f"GC rules set for {repo!r}")
 
 
-@app.command("get-config")
+@app.command("get-config", epilog="Example: lakegc gc get-config lakegc://lake --json")
 def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """Show the repository's retention rules."""
-    repo = state(ctx).lake.repository(_repo_uri(uri))
-    rules = get_rules(repo)
+    repo = _repo_uri(uri)
+    rules = api.get_rules(repo, metastore=state(ctx).lake)
     if rules is None:
-        output.fail(f"no GC rules set for repository {repo.name!r} (GC keeps every commit)")
+        output.fail(f"no GC rules set for repository {repo!r} (GC keeps every commit)")
     if as_json:
         output.emit_json(rules.model_dump())
     else:
@@ -59,25 +62,32 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
                                                        *[[b.branch_id, b.retention_days] for b in rules.branches]])
 
 
-@app.command("delete-config")
+@app.command("delete-config", epilog="Example: lakegc gc delete-config lakegc://lake")
 def delete_config(ctx: typer.Context, uri: str) -> None:
     """Remove the repository's retention rules (GC then keeps every commit)."""
-    repo = state(ctx).lake.repository(_repo_uri(uri))
-    if not delete_rules(repo):
-        output.fail(f"no GC rules set for repository {repo.name!r}")
-    output.say(f"GC rules deleted for {repo.name!r}")
+    repo = _repo_uri(uri)
+    if not api.delete_rules(repo, metastore=state(ctx).lake):
+        output.fail(f"no GC rules set for repository {repo!r}")
+    output.say(f"GC rules deleted for {repo!r}")
 
 
-@app.command("run")
+@app.command("run", epilog="Examples: lakegc gc run lakegc://lake --dry-run · lakegc gc run lakegc://lake "
+                           "--cutoff 'main=30d' --default-cutoff 7d --min-age 48h · lakegc gc run lakegc://lake "
+                           "--mark-only, then lakegc gc sweep lakegc://lake RUN_ID")
 def run(ctx: typer.Context, uri: str,
         dry_run: bool = typer.Option(False, "--dry-run", help="Mark and report; delete nothing."),
         mark_only: bool = typer.Option(False, "--mark-only", help="Stop at 'marked'; sweep later with `gc sweep`."),
-        min_age: str = typer.Option("24h", "--min-age", help="Objects younger than this are never candidates."),
+        min_age: Optional[str] = typer.Option(
+            None, "--min-age", help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
+                                    "(P7D); default 24h (or the settings file's gc.min_age)."),
         clean: bool = typer.Option(False, "--clean", help="Ignore earlier runs."),
-        cutoff: list[str] = typer.Option([], "--cutoff", help="REGEX=POLICY (repeatable); overrides the stored rules."),
-        default_cutoff: Optional[str] = typer.Option(None, "--default-cutoff", help="POLICY for other branches and dangling commits."),
-        master: Optional[str] = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
-        conf: list[str] = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable)."),
+        cutoff: list[str] = typer.Option(
+            [], "--cutoff", help="REGEX=POLICY (repeatable), overriding the stored rules: the regex matches whole "
+                                 "branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
+                                 "a date (ISO 8601) or NONE."),
+        default_cutoff: Optional[str] = typer.Option(
+            None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."),
+        master: Optional[str] = MASTER, conf: list[str] = CONF,
         inventory: Optional[str] = typer.Option(
             None, "--inventory", metavar="MANIFEST",
             help="List the namespace from this S3 Inventory manifest.json (a path or s3://...) instead of listing "
@@ -85,110 +95,93 @@ def run(ctx: typer.Context, uri: str,
         as_json: bool = JSON) -> None:
     """Mark and sweep in one Spark job; prints the run's summary."""
     name = _repo_uri(uri)
-    options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=parse_duration(min_age), clean=clean,
-                        cutoffs=tuple(cutoff), default_cutoff=default_cutoff, master=master, conf=parse_conf(conf),
-                        inventory=inventory)
-    with progress(f"GC {name}", quiet=as_json) as phase:
-        summary = run_gc(state(ctx).lake, name, options, phase)
-    print_summary(summary, as_json)
+    with progress(f"GC {name}", as_json=as_json) as phase:
+        summary = api.gc(name, metastore=state(ctx).lake, dry_run=dry_run, mark_only=mark_only, min_age=min_age,
+                         clean=clean, cutoffs=tuple(cutoff), default_cutoff=default_cutoff, inventory=inventory,
+                         master=master, conf=parse_conf(conf), progress=phase)
+    print_run(summary, as_json)
+    if mark_only and not as_json:
+        metastore = f"--metastore {state(ctx).metastore_url} " if state(ctx).metastore_url else ""
+        output.say(f"Marked, nothing deleted. To delete the candidates: lakegc {metastore}gc sweep "
+                   f"lakegc://{name} {summary.run_id}")
 
 
-@app.command("sweep")
-def sweep(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON) -> None:
+@app.command("sweep", epilog="Example: lakegc gc sweep lakegc://lake 20261126T140638")
+def sweep(ctx: typer.Context, uri: str, run_id: str = RUN_ID, master: Optional[str] = MASTER,
+          conf: list[str] = CONF, as_json: bool = JSON) -> None:
     """Delete the candidates of a marked run, re-checking each first."""
     name = _repo_uri(uri)
-    with progress(f"sweep {run_id}", quiet=as_json) as phase:
-        summary = sweep_run(state(ctx).lake, name, run_id, phase)
-    print_summary(summary, as_json)
+    with progress(f"sweep {run_id}", as_json=as_json) as phase:
+        summary = api.sweep(name, run_id, metastore=state(ctx).lake, master=master, conf=parse_conf(conf),
+                            progress=phase)
+    print_run(summary, as_json)
 
 
-@app.command("runs")
+@app.command("runs", epilog="Example: lakegc gc runs lakegc://lake --json")
 def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """GC runs of the repository, newest first."""
-    name = _repo_uri(uri)
-    state(ctx).lake.repository(name)
-    summaries = RunStore(state(ctx).lake.metastore, name).list()
-    if as_json:
-        output.emit_json([s.to_json() for s in summaries])
-        return
-    output.table("RUN", "STATE", "STARTED", "CANDIDATES", "DELETED", "BYTES", "NOTE", rows=[
-        [s.run_id, s.state, s.started_at[5:16].replace("T", " "), s.num_candidates, s.num_deleted, s.bytes_deleted,
-         (s.error or "")[:60] or ("dry run" if s.dry_run else s.mode)] for s in summaries])
+    print_runs(api.runs(_repo_uri(uri), metastore=state(ctx).lake), as_json)
 
 
-@app.command("show")
-def show(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
+@app.command("show", epilog="Example: lakegc gc show lakegc://lake 20261126T1406 --html")
+def show(ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON,
          html: bool = typer.Option(False, "--html", help="Print where the run's report.html is, to open in a browser.")
          ) -> None:
     """One run's summary."""
+    from lakegc.gc.outputs import run_folder
+
     name = _repo_uri(uri)
-    repo = state(ctx).lake.repository(name)
-    summary, _ = RunStore(state(ctx).lake.metastore, name).get(run_id)
+    found = api.run(name, run_id, metastore=state(ctx).lake)
     if html:
-        key = report_key(run_id)
-        if not repo.storage.exists(key):  # runs recorded before reports existed: render from the record
-            repo.storage.write(key, render_report(summary).encode())
-        output.say(repo.storage.full_uri(key))
+        folder = run_folder(state(ctx).lake.repository(name).storage, found.run_id)
+        show_report(folder, found)
         return
-    print_summary(summary, as_json)
+    print_run(found, as_json)
 
 
-@app.command("candidates")
-def candidates(ctx: typer.Context, uri: str, run_id: str, as_json: bool = JSON,
-               limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Show at most N.")) -> None:
+@app.command("candidates", epilog="Example: lakegc gc candidates lakegc://lake 20261126T1406 --limit 20")
+def candidates(ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON,
+               limit: Optional[int] = LIMIT) -> None:
     """The deletion candidates a run marked (address, size, mtime, reason)."""
-    name = _repo_uri(uri)
-    repo = state(ctx).lake.repository(name)
-    RunStore(state(ctx).lake.metastore, name).get(run_id)
-    rows = candidate_rows(repo.storage, run_id, limit)
+    print_candidates(api.candidates(_repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit), as_json)
+
+
+# -- shared with the connectors' commands ----------------------------------------------------------
+def print_run(found: Run, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(found.to_json())
+        return
+    what = "GC run" if found.kind == "repository" else f"{found.kind} GC run"
+    output.table("", "", rows=summary_rows(found), title=f"{what} {found.run_id} · {found.target}")
+
+
+def print_runs(found: list[Run], as_json: bool) -> None:
+    if as_json:
+        output.emit_json([r.to_json() for r in found])
+        return
+    output.table("RUN", "STATE", "STARTED", "CANDIDATES", "DELETED", "BYTES", "NOTE", rows=[
+        [r.run_id, r.state, output.when(r.started_at), r.num_candidates, r.num_deleted, r.bytes_deleted,
+         r.error or ("dry run" if r.dry_run else r.mode)] for r in found])
+
+
+def print_candidates(rows: Iterator[api.Candidate], as_json: bool) -> None:
+    """Streamed: the driver never holds them all (a JSON list written element by element)."""
     if as_json:
         sys.stdout.write("[")
-        for i, row in enumerate(rows):
-            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(row)))
+        for i, c in enumerate(rows):
+            doc = {"address": c.address, "size": c.size, "mtime": c.mtime.isoformat(), "reason": c.reason}
+            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))
         sys.stdout.write("\n]\n")
-    else:
-        output.table("ADDRESS", "SIZE", "MTIME", "REASON",
-                     rows=[[r["address"], r["size"], r["mtime"], r["reason"]] for r in rows])
-
-
-def candidate_rows(storage, run_id: str, limit: int | None) -> Iterator[dict]:  # type: ignore[no-untyped-def]
-    """Stream the candidates Parquet parts batch by batch: the driver never holds them all."""
-    shown = 0
-    for key in output_keys(storage, run_id, "candidates"):
-        for batch in pq.ParquetFile(io.BytesIO(storage.read(key))).iter_batches(batch_size=10_000):
-            for row in batch.to_pylist():
-                if limit is not None and shown >= limit:
-                    return
-                shown += 1
-                yield {**row, "mtime": row["mtime"].isoformat()}
-
-
-def print_summary(summary: RunSummary, as_json: bool) -> None:
-    if as_json:
-        output.emit_json(summary.to_json())
         return
-    output.table("", "", rows=summary_rows(summary), title=f"GC run {summary.run_id} · {summary.repository}")
+    output.table("ADDRESS", "SIZE", "MTIME", "REASON",
+                 rows=[[c.address, c.size, output.when(c.mtime), c.reason] for c in rows])
 
 
-@contextmanager
-def progress(title: str, quiet: bool) -> Iterator:  # type: ignore[type-arg]
-    """Phases as a live list on a terminal's stderr; elsewhere one line per phase, none when `quiet`
-    (spark-submit merges stderr into stdout, which must hold only the JSON)."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
-                  console=output.err_console, transient=False, disable=not output.err_console.is_terminal) as progress:
-        current: list[int] = []
-
-        def phase(name: str, detail: str = "") -> None:
-            if current:
-                progress.update(current[-1], completed=1, total=1)
-            line = shown(f"{title}: {name}" + (f" ({detail})" if detail else ""))
-            current.append(progress.add_task(line, total=None))
-            if not output.err_console.is_terminal and not quiet:
-                output.err_console.print(line, markup=False, highlight=False)
-
-        yield phase
-        if current:
-            progress.update(current[-1], completed=1, total=1)
+def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
+    """Print where the run's report.html is (written from the record if a run predates reports)."""
+    if not folder.storage.exists(folder.key("report.html")):
+        folder.write_record(found)
+    output.say(folder.storage.full_uri(folder.key("report.html")))
 
 
 def parse_conf(pairs: list[str]) -> dict[str, str]:

@@ -46,7 +46,7 @@ def log(ctx: typer.Context, uri: str, amount: Optional[int] = typer.Option(None,
         output.emit_json([output.commit_doc(c, with_metadata=False) for c in commits])
     else:
         output.table("COMMIT", "DATE", "PARENTS", "MESSAGE", rows=[
-            [c.id[:16], output.when(c.creation_date), " ".join(p[:12] for p in c.parents), c.message] for c in commits])
+            [c.id, output.when(c.creation_date), " ".join(c.parents), c.message] for c in commits])
 
 
 def diff(ctx: typer.Context, left: str, right: Optional[str] = typer.Argument(None), as_json: bool = JSON) -> None:

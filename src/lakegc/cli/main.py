@@ -82,7 +82,15 @@ def confirm(yes: bool, action: str) -> None:
     output.fail(f"refusing to {action} without --yes")
 
 
-app = new_app("Garbage collection for versioned data lakes: a git-like repository and its GC.")
+_FORMS = ("URIs: lakegc://REPO, lakegc://REPO/REF, lakegc://REPO/REF/PATH (REF: a branch, a tag, a commit id or a "
+          "unique prefix of 8+ characters). Namespaces: /abs/path, file:///abs/path, local:///abs/path or "
+          "s3://bucket/prefix. Durations: 90s, 30m, 6h, 7d or ISO 8601 (P7D, PT2H). Dates: ISO 8601 "
+          "(2026-01-02T03:04:05Z) or Unix seconds. Settings: $LAKEGC_HOME/config.toml (metastore, runs, [spark], "
+          "[gc]), overridden by the environment and by flags. Exit status: 0 ok, 1 an error (one 'error:' line), "
+          "2 a usage error.")
+app = typer.Typer(cls=_Group, help="Garbage collection for versioned data lakes: a git-like repository and its GC.",
+                  epilog=_FORMS, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None)
 
 
 def _print_version(given: bool) -> None:
@@ -97,14 +105,22 @@ def _print_version(given: bool) -> None:
 def _root(
     ctx: typer.Context,
     metastore: Optional[str] = typer.Option(None, "--metastore", envvar="LAKEGC_METASTORE", metavar="URL",
-                                            help="SQLAlchemy URL (default sqlite:///$LAKEGC_HOME/lakegc.db)."),
+                                            help="SQLAlchemy URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
+                                                 "the settings file's, else sqlite:///$LAKEGC_HOME/lakegc.db)."),
     debug: bool = typer.Option(False, "--debug", help="On an error, print its traceback before the error line "
                                                         "(and let libraries log to stderr)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say more as long commands run (Spark's task counts "
+                                                                "in logs too)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr; only results and errors."),
     _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                   help="Print lakegc's version and exit."),
 ) -> None:
     ctx.obj = State(metastore, debug)
+    output.set_verbosity(0 if quiet else 2 if verbose else 1)
     _LibraryLogs.enabled = debug
+    from lakegc.engine import spark
+
+    spark.show_jvm_noise = debug
 
 
 def _register() -> None:
@@ -144,7 +160,7 @@ def run() -> None:
     """The console script. Once its output is flushed it leaves with `os._exit`, skipping the
     interpreter's teardown: pyarrow's native thread pools can abort that teardown (std::terminate,
     exit -6; apache/arrow#34314), turning a command that finished into a crash."""
-    from lakegc.gc.spark import command_scope
+    from lakegc.engine.spark import command_scope
 
     logging.getLogger().addHandler(_LibraryLogs(sys.stderr))
     try:

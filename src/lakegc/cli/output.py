@@ -18,10 +18,19 @@ from rich.text import Text
 from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 from lakegc.redact import mask_doc, shown
 from lakegc.repo.repository import Repository
-from lakegc.timeutil import epoch_seconds
+from lakegc.timeutil import epoch_seconds, shown_time
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
+_verbosity = [1]  # 0: -q, 1: normal, 2: -v
+
+
+def set_verbosity(level: int) -> None:
+    _verbosity[0] = level
+
+
+def verbosity() -> int:
+    return _verbosity[0]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -48,6 +57,11 @@ def emit_json(doc: Any) -> None:
 
 
 def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:
+    """Rows under a header. On a terminal, a table that fits its width; in a pipe or a log, one
+    line per row with its columns aligned, whole values, nothing wrapped or cut."""
+    if not console.is_terminal:
+        _plain_table(columns, rows, title)
+        return
     out = Table(title=Text(shown(title)) if title else None, box=None, header_style="bold", pad_edge=False)
     for i, column in enumerate(columns):
         out.add_column(column, no_wrap=i == 0, overflow="fold")
@@ -56,8 +70,20 @@ def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> Non
     console.print(out)
 
 
+def _plain_table(columns: tuple[str, ...], rows: list[list[Any]], title: str | None) -> None:
+    cells = [[shown("" if v is None else str(v)) for v in row] for row in rows]
+    header = list(columns) if any(columns) else None
+    widths = [max((len(r[i]) for r in ([header] if header else []) + cells), default=0) for i in range(len(columns))]
+    lines = [shown(title)] if title else []
+    for row in ([header] if header else []) + cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+    sys.stdout.flush()
+
+
 def when(value: datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S")
+    """A date in a table: ISO 8601 with its zone (`shown_time`)."""
+    return shown_time(value)
 
 
 def entry_doc(repo: Repository, entry: Entry) -> dict[str, Any]:

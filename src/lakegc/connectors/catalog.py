@@ -22,27 +22,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import sqlalchemy as sa
 
-from lakegc.connectors.listing import location_folders, open_location
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
-from lakegc.connectors.runs import (ConnectorRun, count_candidates, default_runs_location, delete_recorded, recorded,
-                                   start_run, tally_listing)
-from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.arrowio import read_parquet, write_parquet
-from lakegc.gc.job import PhaseTimer
-from lakegc.gc.listing import list_folders
-from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
-from lakegc.gc.report import duration_text
-from lakegc.gc.runs import RunState
-from lakegc.gc.sweep import delete_objects
+from lakegc.connectors.runs import ConnectorRun, default_runs_location
+from lakegc.engine.arrowio import write_parquet
+from lakegc.engine.columns import CANDIDATES, ddl
+from lakegc.engine.delete import delete_objects
+from lakegc.engine.guard import check_root
+from lakegc.engine.listing import list_folders, location_folders, open_location
+from lakegc.engine.progress import Phase, PhaseTimer, no_progress
+from lakegc.engine.report import duration_text
+from lakegc.engine.runs import Run, RunState
+from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.metastore import sql_url
 from lakegc.redact import mask_secrets
-from lakegc.storage.guard import check_root
-from lakegc.timeutil import utcnow
+from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +51,6 @@ UNEXPECTED, INVALID, UNREFERENCED = "unexpected", "invalid", "unreferenced"
 PARQUET_FILE = sa.table("parquet_file", sa.column("object_store_id", sa.Text), sa.column("to_delete", sa.BigInteger))
 _LOOKUP_BATCH = 500  # ids per catalog query
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-Phase = Callable[..., None]
 
 
 class CatalogError(LakegcError):
@@ -126,8 +123,7 @@ class ParquetFileCatalog:
         try:
             yield
         except sa.exc.SQLAlchemyError as exc:
-            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise CatalogError(f"catalog {self.shown}: {detail}") from None
+            raise CatalogError(f"catalog {self.shown}: {first_line(getattr(exc, 'orig', None) or exc)}") from None
 
     def check(self) -> None:
         with self._answering(), self.engine.connect() as conn:
@@ -159,8 +155,8 @@ class ParquetFileCatalog:
             return conn.execute(PARQUET_FILE.delete().where(PARQUET_FILE.c.to_delete < keep_from_ns)).rowcount
 
 
-def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phase: Phase = lambda *_: None,
-                   spark: "SparkSession | None" = None) -> ConnectorRun:
+def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phase: Phase = no_progress,
+                   spark: "SparkSession | None" = None) -> Run:
     """Mark (list the store, judge each old object) and, unless a dry run, sweep (re-judge the
     candidates, hard-delete the expired rows, delete the objects)."""
     check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
@@ -176,44 +172,43 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
     settings = {
         "catalog": catalog.shown,
         "objectstore cutoff": f"{duration_text(options.objectstore_cutoff.total_seconds())} "
-                              f"(objects modified before {object_cutoff.isoformat()[:19]})",
+                              f"(objects modified before {shown_time(object_cutoff)})",
         "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
-                              f"(rows soft-deleted before {(now - options.parquetfile_cutoff).isoformat()[:19]})",
+                              f"(rows soft-deleted before {shown_time(now - options.parquetfile_cutoff)})",
     }
-    run, folder = start_run("catalog", storage.uri, options.dry_run, now, object_cutoff, settings, runs_location)
+    started = ConnectorRun.start("catalog", storage.uri, options.dry_run, now, object_cutoff, settings, runs_location)
+    run, recorder, folder = started.run, started.recorder, started.folder
     timed = PhaseTimer(run, phase)
-    with recorded(run, folder):
+    with recorder.recording(run):
         if spark is None:
-            from lakegc.gc.spark import spark_session
+            from lakegc.engine.spark import spark_session
 
             spark = spark_session(options.master, options.conf)
         timed("listing the store", storage.uri)
         listing = list_folders(spark, storage, location_folders(storage), object_cutoff).persist()
-        old = tally_listing(run, listing, now)
+        old = started.tally_listing(listing, now)
         timed("looking up the catalog", f"{old} objects older than the objectstore cutoff")
         old_objects = listing.where(~listing.young).select("address", "size", "mtime")
-        write_parquet(judged(old_objects, catalog_url, keep_from_ns), folder.storage, folder.key("candidates"))
+        started.write_candidates(judged(old_objects, catalog_url, keep_from_ns))
         listing.unpersist()
         run.details["catalog rows past the parquetfile cutoff"] = catalog.count_expired(keep_from_ns)
-        count_candidates(run, spark, folder)
         timed.stop()
-        run.transition(RunState.MARKED)
-        folder.write_summary(run)
+        recorder.transition(run, RunState.MARKED)
         if options.dry_run:
             return run
 
-        run.transition(RunState.SWEEPING)
+        recorder.transition(run, RunState.SWEEPING)
         timed("re-checking the candidates", f"{run.num_candidates} candidates")
-        candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+        candidates = started.candidates(spark)
         write_parquet(judged(candidates.select("address", "size", "mtime"), catalog_url, keep_from_ns),
                       folder.storage, folder.key("to_delete"))
         timed("hard-deleting catalog rows")
         run.details["catalog rows deleted"] = catalog.hard_delete(keep_from_ns)
         timed("deleting objects")
-        delete_recorded(run, spark, folder, lambda to_delete: delete_objects(spark, storage, to_delete))
+        to_delete = started.read(spark, "to_delete")
+        started.record_deletes(delete_objects(spark, storage, to_delete))
         timed.stop()
-        run.transition(RunState.SWEPT)
-        folder.write_summary(run)
+        recorder.transition(run, RunState.SWEPT)
     return run
 
 
@@ -231,4 +226,4 @@ def judged(objects: "DataFrame", catalog_url: str, keep_from_ns: int) -> "DataFr
             yield rows.filter(pa.array([reason is not None for reason in reasons]))
         catalog.engine.dispose()
 
-    return objects.mapInArrow(judge, CANDIDATES_DDL)
+    return objects.mapInArrow(judge, ddl(CANDIDATES))

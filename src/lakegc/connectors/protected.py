@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 
-from lakegc.metastore import default_url, lakegc_home
-from lakegc.storage.guard import Protected, sqlite_file
+from lakegc.metastore import default_url, sqlite_file
+from lakegc.settings import lakegc_home
+from lakegc.engine.guard import Protected
 
 
 def connector_protected(metastore_url: str | None, runs_location: str, catalog_urls: tuple[str, ...] = ()) -> list[Protected]:

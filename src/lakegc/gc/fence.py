@@ -37,9 +37,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from lakegc.errors import LakegcError
-from lakegc.gc.active import active_commits
+from lakegc.retention.active import active_commits
 from lakegc.gc.references import read_graph
-from lakegc.gc.rules import PolicyOf, parse_rules, resolve_policies
+from lakegc.retention.rules import PolicyOf, parse_rules, resolve_policies
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
-from lakegc.gc.runs import RunState, RunSummary
+from lakegc.engine.runs import Run, RunState
 from lakegc.repo.slices import SLICE_MAX_AGE
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class SliceWindow:
 class Plan:
     mode: str  # "clean" | "incremental"
     reason: str  # why this mode, for the summary
-    base: RunSummary | None = None
+    base: Run | None = None
     settled: frozenset[str] = frozenset()  # slices the base settled: not listed, only suspects stat'ed
     refs: "RefManifest | None" = None  # the base's reference set, moved forward instead of rebuilt
 
@@ -69,7 +69,7 @@ def newly_settled(listed: list[str], windows: dict[str, SliceWindow], young: set
             if name in windows and name not in young and settled(windows[name], now, min_age)}
 
 
-def previous_run(runs: list[RunSummary]) -> RunSummary | None:
+def previous_run(runs: list[Run]) -> Run | None:
     """The newest run that finished deleting or failed: dry runs delete nothing, and a run waiting
     for its deferred sweep has not finished (a later sweep only ever deletes more garbage)."""
     for run in runs:  # newest first
@@ -78,8 +78,8 @@ def previous_run(runs: list[RunSummary]) -> RunSummary | None:
     return None
 
 
-def plan(runs: list[RunSummary], clean: bool, policy: str, min_age_seconds: float,
-         outputs_missing: Callable[[RunSummary], list[str]]) -> Plan:
+def plan(runs: list[Run], clean: bool, policy: str, min_age_seconds: float,
+         outputs_missing: Callable[[Run], list[str]]) -> Plan:
     """Incremental from the previous run when it allows it; otherwise clean, saying why.
 
     `runs` are the repository's runs, newest first; `outputs_missing(run)` names the outputs of that

@@ -38,9 +38,10 @@ import pyarrow.compute as pc
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.gc.incremental import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
-from lakegc.gc.listing import LISTING_DDL, LISTING_SCHEMA, list_namespace
+from lakegc.engine.columns import LISTING, ddl
+from lakegc.gc.listing import list_namespace
 from lakegc.gc.refset import slice_of
-from lakegc.gc.spark import work_items
+from lakegc.engine.spark import work_items
 from lakegc.repo.slices import slice_created
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
 from lakegc.storage.namespace import MARKER
@@ -78,7 +79,7 @@ def _named_since(name: str, since: datetime) -> bool:
 
 
 def keep_rows(raw: pa.RecordBatch, bucket: str, prefix: str, covered: pa.Array, cutoff: datetime) -> pa.RecordBatch:
-    """Inventory rows (`inventory_format.RAW`) as listing rows (LISTING_SCHEMA): only current
+    """Inventory rows (`inventory_format.RAW`) as listing rows (`columns.LISTING`): only current
     objects of `bucket` under `prefix`, in a `covered` slice, with an addressable key ('..', empty
     segments and the like are left out, as an S3 listing leaves them out), keyed relative to the
     namespace."""
@@ -91,7 +92,7 @@ def keep_rows(raw: pa.RecordBatch, bucket: str, prefix: str, covered: pa.Array, 
     mtimes = mtimes.filter(keep)
     return pa.RecordBatch.from_arrays(
         [relative.filter(keep), raw.column("size").filter(keep), mtimes, slices.filter(keep),
-         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING_SCHEMA)
+         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING)
 
 
 def _all(*conditions: pa.Array) -> pa.Array:
@@ -162,7 +163,7 @@ class _Reader:
 # -- the listing, and the look-up of what it suggested ---------------------------------------------------
 def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Inventory, slice_names: list[str],
                       windows: dict[str, SliceWindow], older_than: datetime) -> tuple["DataFrame", list[str]]:
-    """Rows of LISTING_DDL for `slice_names` and the root: the slices `must_list` names and the root
+    """LISTING rows for `slice_names` and the root: the slices `must_list` names and the root
     listed directly, the others read from the inventory's data files (one task per file). Returns
     the rows, persisted (read once here to check the inventory is this namespace's), and the slices
     listed directly."""
@@ -176,7 +177,7 @@ def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Invento
     seen = spark.sparkContext.accumulator(0)
     reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
     from_inventory = work_items(spark, len(manifest.files), spark.sparkContext.defaultParallelism * 2).mapInArrow(
-        reader, LISTING_DDL)
+        reader, ddl(LISTING))
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
     rows.count()
     if not seen.value:

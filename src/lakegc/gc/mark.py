@@ -20,55 +20,51 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from lakegc.gc.active import active_commits
-from lakegc.gc.ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally, listing_tally
-from lakegc.gc.arrowio import read_parquet, write_parquet
+from lakegc.engine.ages import listing_tally
+from lakegc.engine.arrowio import read_parquet
+from lakegc.engine.candidates import write_candidates
+from lakegc.engine.columns import CANDIDATES, ddl
+from lakegc.engine.listing import stat_objects
+from lakegc.engine.progress import Phase
+from lakegc.engine.runs import CandidateCounts
+from lakegc.retention.active import active_commits
 from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
 from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
-from lakegc.gc.listing import slices, stat_objects
+from lakegc.gc.listing import slices
+from lakegc.gc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
 from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
-from lakegc.gc.refset import MANIFEST, RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
-from lakegc.gc.rules import PolicyOf
-from lakegc.gc.runs import output_keys, run_prefix
+from lakegc.gc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
+from lakegc.retention.rules import PolicyOf
+from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.metastore import schema as t
 from lakegc.repo.repository import Repository
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-CANDIDATES_SCHEMA = "address string, size long, mtime timestamp, reason string"
-SETTLED = "settled_slices.json"
-STAGING = "staging.json"
-UNCOMMITTED = "uncommitted/part-0.parquet"
-BASE_OUTPUTS = ("summary.json", "active_commits.json", UNCOMMITTED, SETTLED, MANIFEST)  # what an incremental run reads
-Phase = Callable[..., None]  # phase(name, detail="")
 
-
-@dataclass
+@dataclass(frozen=True)
 class MarkResult:
-    num_listed: int
+    """What a mark found, for the run's record."""
+
+    num_listed: int  # objects the listing found
+    num_young: int  # of which younger than min-age: never candidates
     num_uncommitted: int
-    active: set[str]
+    active: frozenset[str]
     expired: int
-    num_candidates: int
-    bytes_candidates: int
-    by_reason: dict[str, int]
+    candidates: CandidateCounts
     slices_listed: int
     slices_skipped: int
     num_rechecked: int
-    object_ages: list[dict]
-    candidate_ages: list[dict]
+    object_ages: list[dict[str, Any]]
+    candidate_ages: list[dict[str, Any]]
     refs_sha256: str  # the reference set's manifest, for the run's record
-
-
-def uncommitted_key(run_id: str) -> str:
-    return f"{run_prefix(run_id)}{UNCOMMITTED}"
 
 
 def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
@@ -85,18 +81,17 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
     listing, from_inventory = namespace_listing(spark, storage, to_list, windows, cutoff, inventory)
     listing = listing.persist()
-    num_listed, young, ages = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
+    listed = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
-    phase("snapshotting uncommitted references", f"{num_listed} objects older than min-age")
+    phase("snapshotting uncommitted references", f"{listed.judged} objects older than min-age")
     num_uncommitted, graph, staging = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
     repo.storage.write(f"{prefix}{STAGING}", staging.to_json())  # the sweep re-checks only what was staged after
 
     phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
     active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
-    repo.storage.write(f"{prefix}active_commits.json", json.dumps(sorted(active)).encode())
-    settled_now = plan.settled | newly_settled(to_list, windows, young, now, min_age)
+    repo.storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
+    settled_now = plan.settled | newly_settled(to_list, windows, set(listed.young_slices), now, min_age)
     repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
-
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
     objects = listing.where(~listing.young).drop("young")
     num_rechecked = 0
@@ -126,18 +121,13 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     phase("writing candidates", "the listing against the references")
     candidates = _candidates(objects, addresses, uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
-    _, tallied = write_parquet(candidates, storage, f"{prefix}candidates",
-                               tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS))  # counted as written
+    counts, tallied = write_candidates(candidates, run_folder(storage, run_id),
+                                       tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS))  # counted as written
     for df in [listing, *refs.cached]:
         df.unpersist()
-
-    by_age = candidate_ages(tallied)
-    by_reason: dict[str, int] = {}
-    for bucket in by_age:
-        by_reason[bucket["reason"]] = by_reason.get(bucket["reason"], 0) + bucket["count"]
-    return MarkResult(num_listed, num_uncommitted, active, len(graph.commits) - len(active),
-                      sum(b["count"] for b in by_age), sum(b["bytes"] for b in by_age), dict(sorted(by_reason.items())),
-                      len(to_list), len(plan.settled & set(slice_names)), num_rechecked, ages, by_age, refs_sha256)
+    return MarkResult(listed.listed, listed.young, num_uncommitted, frozenset(active), len(graph.commits) - len(active),
+                      counts, len(to_list), len(plan.settled & set(slice_names)), num_rechecked, listed.ages,
+                      candidate_ages(tallied), refs_sha256)
 
 
 def slice_windows(repo: Repository) -> dict[str, SliceWindow]:
@@ -155,7 +145,7 @@ def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, refs: RefSet,
     uncommitted, or revived by the base run's sweep."""
     storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
     staged_then = read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address")
-    revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), CANDIDATES_SCHEMA).select("address")
+    revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), ddl(CANDIDATES)).select("address")
     addresses = refs.lost.union(staged_then.join(uncommitted, "address", "left_anti")).union(revived)  # type: ignore[union-attr]
     return addresses.mapInArrow(_in_slices(plan.settled), "address string, slice string").distinct()
 

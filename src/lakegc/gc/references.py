@@ -17,13 +17,13 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from lakegc.errors import LakegcError
-from lakegc.gc.active import CommitNode
-from lakegc.gc.arrowio import write_driver_parquet
+from lakegc.retention.active import CommitNode
+from lakegc.engine.arrowio import write_driver_parquet
 from lakegc.metastore import schema as t
 from lakegc.repo.trees import read_metarange, read_range
 from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, normalize_location
-from lakegc.storage.guard import namespace_key_of
+from lakegc.storage import Storage, namespace_key_of, normalize_location
+
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -130,7 +130,7 @@ def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int
     serves both the active and the expired side of a run."""
     from pyspark.sql import functions as F
 
-    from lakegc.gc.spark import work_items
+    from lakegc.engine.spark import work_items
 
     rows = sorted(trees.items())
 

@@ -34,14 +34,15 @@ import pyarrow.parquet as pq
 
 
 from lakegc.errors import CorruptMetadata, LakegcError
-from lakegc.gc.arrowio import write_groups, write_parquet
+from lakegc.engine.arrowio import write_groups, write_parquet
+from lakegc.gc.outputs import MANIFEST
 from lakegc.gc.references import entry_counts, tree_ranges
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-MANIFEST = "refs/manifest.json"
+
 RANGES_DDL = "range_id string, min_path string, trees long"
 ADDRESSES_DDL = "address string, n long"
 SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice an address lies in ('' when none)
@@ -248,7 +249,7 @@ def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, s
     """Write the ranges and this run's address layers, then the manifest naming them (last: a
     run killed before it leaves no manifest, and the next run goes clean). Returns the manifest and
     its SHA-256, for the run's metastore record."""
-    ranges, _ = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges")  # one file per partition: no regrouping
+    ranges = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges").parts  # one file per partition: no regrouping
     by_part = write_groups(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part")
     parts = dict(refs.manifest.parts)
     digests = {key: refs.manifest.digests[key] for keys in parts.values() for key in keys}
@@ -276,7 +277,7 @@ def read_refs(spark: "SparkSession", storage: Storage, manifest: RefManifest, ke
     """Files of a reference set, each checked against its digest in the manifest as it is read on
     an executor: a file changed since it was written fails the run (CorruptMetadata), before
     anything is deleted."""
-    from lakegc.gc.spark import work_items
+    from lakegc.engine.spark import work_items
 
     digests = {key: manifest.digests[key] for key in keys}
     files = sorted(digests)

@@ -14,6 +14,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from lakegc.errors import MetastoreError
 from lakegc.metastore import schema
 from lakegc.redact import mask_secrets
+from lakegc.settings import lakegc_home, load_settings
 from lakegc.timeutil import utcnow
 
 SCHEMA_VERSION = 4  # 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions
@@ -38,12 +39,21 @@ def _v4_staging_version(conn: Connection) -> None:
 MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version}
 
 
-def lakegc_home() -> Path:
-    return Path(os.environ.get("LAKEGC_HOME") or Path.home() / ".lakegc")
-
-
 def default_url() -> str:
-    return os.environ.get("LAKEGC_METASTORE") or f"sqlite:///{lakegc_home() / 'lakegc.db'}"
+    """`LAKEGC_METASTORE`, else the settings file's `metastore`, else a SQLite file in lakegc's home."""
+    return load_settings().metastore or f"sqlite:///{lakegc_home() / 'lakegc.db'}"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The database file of a SQLite URL (None for other databases and in-memory ones): a place no
+    delete may touch."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return os.path.abspath(parsed.database)
 
 
 class Metastore:

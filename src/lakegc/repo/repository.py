@@ -18,15 +18,17 @@ from lakegc.errors import (
     LakegcError, MergeConflict, NamespaceError, NothingToCommit, ObjectGone, ObjectNotFound,
     PathNotFound, RefNotFound, RepoNotFound,
 )
-from lakegc.metastore import Metastore, lakegc_home
+from lakegc.metastore import Metastore, sqlite_file
+from lakegc.settings import lakegc_home
 from lakegc.metastore import schema as t
 from lakegc.repo import graph, slices, tokens
 from lakegc.repo.merge import three_way
 from lakegc.repo.model import AddressKind, Branch, Change, ChangeType, Changes, Commit, Entry, RepositoryInfo, Tag
 from lakegc.repo.trees import TreeStore, as_changes
-from lakegc.storage import Storage, check_key, normalize_location, open_storage, read_location
-from lakegc.storage.guard import Protected, check_root, namespace_key_of, namespace_overlap, sqlite_file
-from lakegc.storage.namespace import claim_namespace
+from lakegc.retention.rules import GcRules, parse_rules
+from lakegc.engine.guard import Protected, check_root
+from lakegc.storage import Storage, check_key, namespace_key_of, normalize_location, open_storage, read_location
+from lakegc.storage.namespace import claim_namespace, namespace_overlap
 from lakegc.timeutil import utcnow
 from lakegc.uri import validate_path, validate_ref_name, validate_repo_name
 
@@ -50,8 +52,8 @@ class Lake:
         with self.metastore.write() as conn:
             if conn.execute(sa.select(t.repositories.c.name).where(t.repositories.c.name == name)).first():
                 raise AlreadyExists(f"repository {name!r} already exists")
-            others = [Protected(f"repository {other!r}", ns) for other, ns in
-                      conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace))]
+            others = {f"repository {other!r}": ns for other, ns in
+                      conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace))}
             overlap = namespace_overlap(location, others)
             if overlap is not None:
                 raise NamespaceError(overlap)
@@ -218,6 +220,26 @@ class Repository:
         with self.ms.write() as conn:
             if not conn.execute(t.tags.delete().where(self._of(t.tags), t.tags.c.name == name)).rowcount:
                 raise RefNotFound(f"tag {name!r} not found in repository {self.name!r}")
+
+    # -- GC rules -----------------------------------------------------------
+    def gc_rules(self) -> GcRules | None:
+        """The repository's retention rules (None: none set, GC keeps every commit). Validated on
+        the way out too: a row edited by hand gets the same one-line error as `gc set-config`."""
+        with self.ms.read() as conn:
+            doc = conn.execute(sa.select(t.gc_rules.c.rules).where(self._of(t.gc_rules))).scalar()
+        return None if doc is None else parse_rules(json.dumps(doc))
+
+    def set_gc_rules(self, rules: GcRules) -> None:
+        with self.ms.write() as conn:
+            self._fenced(conn, rules_change=True)
+            conn.execute(t.gc_rules.delete().where(self._of(t.gc_rules)))
+            conn.execute(t.gc_rules.insert().values(repository=self.name, rules=rules.model_dump()))
+
+    def delete_gc_rules(self) -> bool:
+        """Remove the rules; False when there were none."""
+        with self.ms.write() as conn:
+            self._fenced(conn, rules_change=True)
+            return bool(conn.execute(t.gc_rules.delete().where(self._of(t.gc_rules))).rowcount)
 
     def _fenced(self, conn: Connection, **change: Any) -> None:
         """Inside a write transaction: refuse a change a running GC sweep forbids (see gc.fence;

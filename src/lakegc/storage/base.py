@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from lakegc.errors import PathEscapesNamespace
 
 # A listing as Arrow columns: GC lists millions of objects and must not pay for a Python object each.
-LISTING_SCHEMA = pa.schema([("key", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC"))])
+OBJECT_COLUMNS = pa.schema([("key", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC"))])
 LISTING_BATCH = 10_000
 
 
@@ -46,7 +46,7 @@ class Storage(Protocol):
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]: ...
 
     def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator[pa.RecordBatch]:
-        """The objects of `list`, as LISTING_SCHEMA batches in no particular order."""
+        """The objects of `list`, as OBJECT_COLUMNS batches in no particular order."""
         ...
 
     def list_dirs(self, prefix: str = "") -> list[str]:
@@ -82,7 +82,7 @@ def check_key(key: str) -> str:
 def listing_batch(infos: list[ObjectInfo]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [pa.array([o.key for o in infos], pa.string()), pa.array([o.size for o in infos], pa.int64()),
-         pa.array([o.mtime for o in infos], pa.timestamp("us", tz="UTC"))], schema=LISTING_SCHEMA)
+         pa.array([o.mtime for o in infos], pa.timestamp("us", tz="UTC"))], schema=OBJECT_COLUMNS)
 
 
 def read_table(storage: "Storage", key: str, columns: list[str] | None = None) -> pa.Table:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, PathEscapesNamespace
-from lakegc.storage.base import LISTING_BATCH, LISTING_SCHEMA, DeleteOutcome, ObjectInfo, check_key
+from lakegc.storage.base import LISTING_BATCH, OBJECT_COLUMNS, DeleteOutcome, ObjectInfo, check_key
 
 _TMP_PREFIX = ".lakegc-tmp-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -248,6 +248,6 @@ def _scan(base: str, prefix: str, recursive: bool) -> Iterator[pa.RecordBatch]:
         if len(keys) >= LISTING_BATCH or (not folders and keys):
             yield pa.RecordBatch.from_arrays(
                 [pa.array(keys, pa.string()), pa.array(sizes, pa.int64()),
-                 pc.cast(pa.array(mtimes, pa.timestamp("ns", tz="UTC")), LISTING_SCHEMA.field("mtime").type, safe=False)],
-                schema=LISTING_SCHEMA)
+                 pc.cast(pa.array(mtimes, pa.timestamp("ns", tz="UTC")), OBJECT_COLUMNS.field("mtime").type, safe=False)],
+                schema=OBJECT_COLUMNS)
             keys, sizes, mtimes = [], [], []

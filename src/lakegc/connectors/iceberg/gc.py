@@ -38,19 +38,18 @@ from lakegc.connectors.iceberg.paths import (Location, PrefixMismatch, hidden, k
                                             nested_locations, parse_location, under_any)
 from lakegc.connectors.iceberg.reachable import reachable_files
 from lakegc.connectors.protected import connector_protected
-from lakegc.connectors.runs import (ConnectorRun, RunFolder, count_candidates, default_runs_location,
-                                   delete_recorded, recorded, start_run, tally_listing)
+from lakegc.connectors.runs import ConnectorRun, default_runs_location
+from lakegc.engine.arrowio import write_parquet
+from lakegc.engine.columns import CANDIDATES, DELETES, LISTING, ddl
+from lakegc.engine.delete import delete_objects
+from lakegc.engine.guard import check_root
+from lakegc.engine.listing import list_folders, location_folders
+from lakegc.engine.progress import Phase, PhaseTimer, no_progress
+from lakegc.engine.report import duration_text
+from lakegc.engine.runs import Run, RunState
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.arrowio import read_parquet, write_parquet
-from lakegc.gc.job import PhaseTimer
-from lakegc.gc.listing import LISTING_DDL, Folder, list_folders
-from lakegc.gc.mark import CANDIDATES_SCHEMA as CANDIDATES_DDL
-from lakegc.gc.report import duration_text
-from lakegc.gc.runs import RunState
-from lakegc.gc.sweep import RESULT_DDL, delete_objects
 from lakegc.storage import LocalStorage, Storage, open_storage
-from lakegc.storage.guard import check_root
-from lakegc.timeutil import utcnow
+from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -60,7 +59,7 @@ if TYPE_CHECKING:
 ORPHAN, MISMATCH = "orphan", "prefix mismatch"
 LOCATED_DDL = "uri string, key string, path string, scheme string, authority string, size long, mtime timestamp"
 _COMMIT_ATTEMPTS = 3
-Phase = Callable[..., None]
+CANDIDATES_DDL = ddl(CANDIDATES)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class IcebergGcOptions:
 
 
 def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGcOptions,
-                   phase: Phase = lambda *_: None, spark: "SparkSession | None" = None) -> ConnectorRun:
+                   phase: Phase = no_progress, spark: "SparkSession | None" = None) -> Run:
     """Expire snapshots of the named tables, then delete their orphan files (see the module).
     Everything that can be wrong with the input fails before anything changes."""
     if options.retain_last < 1:
@@ -105,29 +104,29 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
     settings = {"catalog": catalog_name, "older than": duration_text(options.older_than.total_seconds()),
                 "retain last": options.retain_last,
                 "orphan min-age": f"{duration_text(options.orphan_min_age.total_seconds())} "
-                                  f"(files modified before {cutoff.isoformat()[:19]})",
+                                  f"(files modified before {shown_time(cutoff)})",
                 "prefix mismatch": str(options.prefix_mismatch)}
-    run, folder = start_run("iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now, cutoff,
-                            settings, runs_location)
+    started = ConnectorRun.start("iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now,
+                                 cutoff, settings, runs_location)
+    run, recorder = started.run, started.recorder
     timed = PhaseTimer(run, phase)
-    with recorded(run, folder):
+    with recorder.recording(run):
         if spark is None:
-            from lakegc.gc.spark import spark_session
+            from lakegc.engine.spark import spark_session
 
             spark = spark_session(options.master, options.conf)
         _expire(run, tables, now_ms, options, timed)
         _left_out(run, tables, roots, other_catalogs)
-        _mark(run, spark, folder, tables, roots, options, timed)
+        _mark(started, spark, tables, roots, options, timed)
         if options.dry_run:
             return run
-        run.transition(RunState.SWEEPING)
-        _sweep(run, spark, folder, catalog, catalog_name, tables, roots, timed)
-        run.transition(RunState.SWEPT)
-        folder.write_summary(run)
+        recorder.transition(run, RunState.SWEEPING)
+        _sweep(started, spark, catalog, catalog_name, tables, roots, timed)
+        recorder.transition(run, RunState.SWEPT)
     return run
 
 
-def _expire(run: ConnectorRun, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer) -> None:
+def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer) -> None:
     """Commit the planned expiry of each collected table (a dry run only reports it)."""
     timed("expiring snapshots", f"{sum(len(t.expire) for t in tables)} snapshots older than "
                                 f"{duration_text(options.older_than.total_seconds())}")
@@ -149,11 +148,12 @@ def _expire(run: ConnectorRun, tables: list[Loaded], now_ms: int, options: Icebe
     run.details["tables protecting their files"] = sum(not t.target for t in tables)
 
 
-def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: list[Loaded], roots: list["Root"],
+def _mark(started: ConnectorRun, spark: "SparkSession", tables: list[Loaded], roots: list["Root"],
           options: IcebergGcOptions, timed: PhaseTimer) -> None:
     """List the collected locations, subtract what any table references, write candidates/."""
     from pyspark.sql import functions as F
 
+    run = started.run
     cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
     left_out = sum(len(r.leave_out) for r in roots)
     timed("listing table locations", ", ".join(r.uri for r in roots)
@@ -161,30 +161,29 @@ def _mark(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, tables: l
     fields = frozenset(f.name for t in tables if t.target for spec in t.table.metadata.partition_specs
                        for f in spec.fields)
     listing = _list(spark, roots, cutoff, fields).persist()
-    old = tally_listing(run, listing, now)
+    old = started.tally_listing(listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
     unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch)
-    write_parquet(unreferenced.withColumnRenamed("uri", "address"), folder.storage, folder.key("candidates"))
+    started.write_candidates(unreferenced.withColumnRenamed("uri", "address"))
     listing.unpersist()
-    count_candidates(run, spark, folder)
     timed.stop()
     if options.prefix_mismatch is PrefixMismatch.ERROR and run.candidates_by_reason.get(MISMATCH):
-        sample = (read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+        sample = (started.candidates(spark)
                   .where(F.col("reason") == MISMATCH).select("address").limit(3).collect())
         raise LakegcError(f"prefix mismatch: {run.candidates_by_reason[MISMATCH]} file(s) such as "
                           f"{sample[0]['address']} are referenced under another scheme or authority; nothing was "
                           "deleted (choose --prefix-mismatch ignore or delete)")
-    run.transition(RunState.MARKED)
-    folder.write_summary(run)
+    started.recorder.transition(run, RunState.MARKED)
 
 
-def _sweep(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, catalog: "Catalog", catalog_name: str,
+def _sweep(started: ConnectorRun, spark: "SparkSession", catalog: "Catalog", catalog_name: str,
            tables: list[Loaded], roots: list["Root"], timed: PhaseTimer) -> None:
     """Re-read the catalogs, keep what a table changed since the mark now references and what now
     lies under a table nested in a collected location (one created since the mark), delete the rest."""
+    run, folder = started.run, started.folder
     timed("re-reading the catalog", "tables changed since the mark keep what they reference now")
-    candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), CANDIDATES_DDL)
+    candidates = started.candidates(spark)
     targets = [t for t in tables if t.target]
     now = reload_all(catalog, catalog_name)
     others = [t for t in now if t.key not in {g.key for g in targets}]
@@ -202,7 +201,7 @@ def _sweep(run: ConnectorRun, spark: "SparkSession", folder: RunFolder, catalog:
                       .join(now_referenced, "path", "left_anti").drop("path"))
     write_parquet(candidates, folder.storage, folder.key("to_delete"))
     timed("deleting orphan files")
-    delete_recorded(run, spark, folder, lambda to_delete: _delete(spark, roots, to_delete))
+    started.record_deletes(_delete(spark, roots, started.read(spark, "to_delete")))
     timed.stop()
 
 
@@ -286,7 +285,7 @@ def listing_roots(tables: list[Loaded]) -> list[Root]:
     return roots
 
 
-def _left_out(run: ConnectorRun, tables: list[Loaded], roots: list[Root], other_catalogs: list[str]) -> None:
+def _left_out(run: Run, tables: list[Loaded], roots: list[Root], other_catalogs: list[str]) -> None:
     """The nested locations left out, counted for the summary; they and the other catalogs read
     are named in its JSON."""
     run.details["nested table locations left out"] = sum(len(r.leave_out) for r in roots)
@@ -309,10 +308,10 @@ def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: fr
     for index, root in enumerate(roots):
         if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
             continue  # a table that never wrote a file
-        frames.append(list_folders(spark, root.storage, listing_folders(root.storage, str(index), root.leave_out),
+        frames.append(list_folders(spark, root.storage, location_folders(root.storage, str(index), leave_out=root.leave_out),
                                    cutoff))
     if not frames:
-        return spark.createDataFrame([], LISTING_DDL)
+        return spark.createDataFrame([], ddl(LISTING))
     listing = frames[0]
     for frame in frames[1:]:
         listing = listing.unionByName(frame)
@@ -325,26 +324,7 @@ def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: fr
             yield batch.filter(pa.array([not hidden(k, fields) and not under_any(k, leave_out[int(i)])
                                          for k, i in zip(keys, slices)]))
 
-    return listing.mapInArrow(visible, LISTING_DDL)
-
-
-def listing_folders(storage: Storage, label: str, leave_out: tuple[str, ...], depth: int = 2) -> list[Folder]:
-    """Listing tasks (as `connectors.listing.location_folders`: folders `depth` levels down listed
-    with everything below them) that never enter a left-out folder: the folders that hold one are
-    listed for their own files only, and their sub-folders one by one."""
-    tasks: list[Folder] = []
-    level, down = [""], 0
-    while level:
-        deeper = []
-        for prefix in level:
-            if prefix in leave_out:
-                continue
-            whole = down >= depth and not any(p.startswith(prefix) for p in leave_out)
-            tasks.append(Folder(prefix, whole, label))
-            if not whole:
-                deeper += [f"{prefix}{name}/" for name in storage.list_dirs(prefix)]
-        level, down = deeper, down + 1
-    return tasks
+    return listing.mapInArrow(visible, ddl(LISTING))
 
 
 def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -400,7 +380,7 @@ def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") ->
         mine = mine.withColumn("address", F.expr(f"substring(address, {len(base) + 1})"))
         done = delete_objects(spark, root.storage, mine).withColumn("address", F.concat(F.lit(base), "address"))
         results = done if results is None else results.unionByName(done)
-    return results if results is not None else spark.createDataFrame([], RESULT_DDL)
+    return results if results is not None else spark.createDataFrame([], ddl(DELETES))
 
 
 def _with_path(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

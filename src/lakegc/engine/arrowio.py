@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schema: str) -> "DataFrame":
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
-    from lakegc.gc.spark import work_items
+    from lakegc.engine.spark import work_items
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -36,13 +36,23 @@ def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schem
 
 @dataclass(frozen=True)
 class Part:
-    """One Parquet file a writing task stored: its key, how many rows it holds and the SHA-256 of
-    its bytes (for manifests that are checked on read). Known when it is written, so nothing is
-    read back to count or sign it."""
+    """One Parquet file a writing task stored: its key, how many rows it holds, the SHA-256 of its
+    bytes (for manifests that are checked on read) and, when the writer was given a tally, what
+    its rows add up to. Known when it is written, so nothing is read back to count or sign it."""
 
     key: str
     rows: int
     sha256: str
+    tally: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `write_parquet` stored: one part per non-empty partition (a short list, never the
+    data) and the sum of the parts' tallies (None without a tally, or when nothing was written)."""
+
+    parts: list[Part]
+    tally: pa.Table | None
 
 
 Tally = Callable[[pa.RecordBatch], pa.Table]  # a batch's contribution to a summary: key columns + summed columns
@@ -52,11 +62,11 @@ _PARTS_DDL = "value string, key string, rows long, sha256 string, tally binary"
 
 
 def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
-                  tally: tuple[Tally, list[str]] | None = None) -> tuple[list[Part], pa.Table | None]:
-    """Write each partition of `df` as one Parquet part under `prefix/`, in one Spark job; returns
-    the parts (a short list: one per partition, never the data) and, with `tally` = (function,
-    key columns), the sum over every row of what the function gives per batch, grouped by the key
-    columns: a summary counted by the tasks as they write, so the output is not read again."""
+                  tally: tuple[Tally, list[str]] | None = None) -> Written:
+    """Write each partition of `df` as one Parquet part under `prefix/`, in one Spark job. With
+    `tally` = (function, key columns), each task also sums what the function gives per batch,
+    grouped by the key columns: a summary counted as the rows are written, so the output is not
+    read again."""
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
         sums: list[pa.Table] = []
@@ -71,12 +81,13 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
         if stored is not None:  # an empty partition writes no part
             yield _part_row("", stored, sum_tallies(sums, tally[1]) if tally else None)
 
-    rows = df.mapInArrow(write, _PARTS_DDL).collect()
-    parts = [Part(r["key"], r["rows"], r["sha256"]) for r in rows]
-    if tally is None:
-        return parts, None
-    tables = [pa.ipc.open_stream(r["tally"]).read_all() for r in rows if r["tally"] is not None]
-    return parts, sum_tallies(tables, tally[1]) if tables else None
+    parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in df.mapInArrow(write, _PARTS_DDL).collect()]
+    tallies = [p.tally for p in parts if p.tally is not None]
+    return Written(parts, sum_tallies(tallies, tally[1]) if tally and tallies else None)
+
+
+def _tally_of(data: bytes | None) -> pa.Table | None:
+    return None if data is None else pa.ipc.open_stream(data).read_all()
 
 
 def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> int:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from lakegc.gc.ages import BUCKETS_DAYS, bucket_label
+from lakegc.engine.ages import BUCKETS_DAYS, bucket_label
+from lakegc.timeutil import shown_time
 
 if TYPE_CHECKING:
-    from lakegc.gc.runs import RunSummary
+    from lakegc.engine.runs import Run
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#1d2430;padding:0 1rem}
@@ -23,33 +24,53 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#6670
 .swept{background:#1a7f37}.failed{background:#cf222e}.marked,.marking,.sweeping{background:#9a6700}
 .big{font-size:1.6rem;font-weight:700} svg text{font:12px system-ui,sans-serif;fill:#1d2430}
 """
-_REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da"}
+_REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da", "orphan": "#0969da", "prefix mismatch": "#cf222e"}
 
 
-def summary_rows(s: RunSummary) -> list[list[object]]:
-    """The summary as people read it: what ran, what it looked at, what it found, what it deleted."""
-    mode = "dry run, " if s.dry_run else ("mark only, " if s.mark_only else "")
-    rows: list[list[object]] = [
-        ["state", s.state + (f" ({s.error})" if s.error else "")],
-        ["mode", f"{mode}{s.mode}" + (f": {s.mode_reason}" if s.mode_reason else "")],
-        ["started / finished", f"{s.started_at[:19]} / {(s.finished_at or '-')[:19]}"],
-        ["policy", s.policy],
-        ["min-age", f"{duration_text(s.min_age_seconds)} (objects modified before {s.cutoff_time[:19]})"],
-        ["commits", f"{s.active_commits} active, {s.expired_commits} expired"],
-        ["slices", f"{s.num_slices_listed} listed, {s.num_slices_skipped} skipped (settled)"],
-        ["objects listed", s.num_listed],
-    ]
-    if s.mode == "incremental":
-        rows.append(["looked up again", f"{s.num_rechecked} (lost a reference since run {s.base_run_id})"])
-    by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(s.candidates_by_reason.items()))
-    rows.append(["candidates", f"{s.num_candidates} ({human_bytes(s.bytes_candidates)})" + (f": {by_reason}" if by_reason else "")])
-    if s.state in ("swept", "failed") and not (s.dry_run or s.mark_only) or s.num_deleted:
-        rows.append(["deleted", f"{s.num_deleted} ({human_bytes(s.bytes_deleted)}), {s.num_failed} failed, "
-                                f"{s.num_revived} revived (referenced again since the mark)"])
-    if s.phases:
-        rows.append(["time", f"{sum(s.phases.values()):.1f}s in phases:"])
-        rows += [[f"  {phase}", f"{seconds:.2f}s"] for phase, seconds in s.phases.items()]
+def summary_rows(run: "Run") -> list[list[object]]:
+    """The run as people read it: what ran, what it looked at, what it found, what it deleted."""
+    rows: list[list[object]] = [["state", run.state + (f" ({run.error})" if run.error else "")]]
+    if run.kind == "repository":
+        mode = "dry run, " if run.dry_run else ("mark only, " if run.mark_only else "")
+        rows += [
+            ["mode", f"{mode}{run.mode}" + (f": {run.mode_reason}" if run.mode_reason else "")],
+            ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
+            ["policy", run.policy],
+            ["min-age", f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})"],
+            ["commits", f"{run.active_commits} active, {run.expired_commits} expired"],
+            ["slices", f"{run.num_slices_listed} listed, {run.num_slices_skipped} skipped (settled)"],
+        ]
+    else:
+        rows += [
+            ["target", run.target],
+            ["mode", "dry run: nothing deleted, nothing changed" if run.dry_run else "collect"],
+            ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
+            *[[name, value] for name, value in run.settings.items()],
+        ]
+    rows.append(["objects listed", listed_text(run)])
+    if run.mode == "incremental":
+        rows.append(["looked up again", f"{run.num_rechecked} (lost a reference since run {run.base_run_id})"])
+    by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(run.candidates_by_reason.items()))
+    rows.append(["candidates", f"{run.num_candidates} ({human_bytes(run.bytes_candidates)})"
+                 + (f": {by_reason}" if by_reason else "")])
+    if (run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)) or run.num_deleted:
+        revived = f", {run.num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
+        rows.append(["deleted", f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}"])
+    rows += [[name, value] for name, value in run.details.items() if not isinstance(value, (list, dict))]
+    if run.phases:
+        rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases:"])
+        rows += [[f"  {phase}", f"{seconds:.2f}s"] for phase, seconds in run.phases.items()]
+    if run.location:
+        rows.append(["report", f"{run.location}/report.html"])
     return rows
+
+
+def listed_text(run: "Run") -> str:
+    """How many objects a run judged, and how many it kept for being younger than its cutoff."""
+    if not run.num_young:
+        return f"{run.num_listed}"
+    return (f"{run.num_listed}, of which {run.num_young} younger than the min-age {duration_text(run.min_age_seconds)}: "
+            f"kept, never candidates")
 
 
 def duration_text(seconds: float) -> str:
@@ -67,18 +88,25 @@ def human_bytes(n: float) -> str:
     return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
-def render_report(s: "RunSummary") -> str:
+def render_report(run: "Run") -> str:
     """The whole report as one HTML page."""
-    reclaimed = (f"{human_bytes(s.bytes_deleted)} reclaimed: {s.num_deleted:,} objects deleted"
-                 if s.num_deleted or s.state == "swept" else
-                 f"{human_bytes(s.bytes_candidates)} would be reclaimed by {s.num_candidates:,} candidates (nothing deleted yet)")
+    if run.num_deleted or (run.state == "swept" and not run.dry_run):
+        reclaimed = f"{human_bytes(run.bytes_deleted)} reclaimed: {run.num_deleted:,} objects deleted"
+    else:
+        reclaimed = (f"{human_bytes(run.bytes_candidates)} would be reclaimed by {run.num_candidates:,} candidates "
+                     "(nothing deleted yet)")
+    title = f"GC run {run.run_id} · {run.target}" if run.kind == "repository" else \
+        f"{run.kind} GC run {run.run_id} · {run.target}"
     parts = [
-        *report_top(f"GC run {s.run_id} · {s.repository}", str(s.state), s.started_at, s.finished_at, reclaimed,
-                    summary_rows(s), s.phases, s.candidates_by_reason),
-        "<h2>Candidates by slice age</h2>", _candidate_ages(s.candidate_ages),
-        "<h2>Ages of the listed objects</h2>", age_histogram(s.object_ages, s.min_age_seconds / 86400),
+        *report_top(title, str(run.state), run.started_at, run.finished_at, reclaimed, summary_rows(run), run.phases,
+                    run.candidates_by_reason),
     ]
-    return page(f"lakegc run {s.run_id}", parts)
+    if run.kind == "repository":  # its candidates by slice age and reason: the reasons' bars are there
+        parts += ["<h2>Candidates by slice age</h2>", _candidate_ages(run.candidate_ages)]
+    else:
+        parts.append(bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())]))
+    parts += ["<h2>Ages of the listed objects</h2>", age_histogram(run.object_ages, run.min_age_seconds / 86400)]
+    return page(f"lakegc run {run.run_id}", parts)
 
 
 def report_top(title: str, state: str, started_at: str, finished_at: str | None, reclaimed: str,
@@ -88,7 +116,7 @@ def report_top(title: str, state: str, started_at: str, finished_at: str | None,
     return [
         f"<h1>{escape(title)}</h1>",
         f'<p><span class="state {escape(state)}">{escape(state)}</span> '
-        f'<span class="muted">{escape(started_at[:19])} → {escape((finished_at or "-")[:19])} UTC</span></p>',
+        f'<span class="muted">{escape(shown_time(started_at))} → {escape(shown_time(finished_at))}</span></p>',
         f'<p class="big">{escape(reclaimed)}</p>',
         "<h2>Summary</h2>", html_table(["", ""], [[str(k), str(v)] for k, v in summary]),
         "<h2>Time per phase</h2>", phases_html(phases),

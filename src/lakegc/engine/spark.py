@@ -11,6 +11,7 @@ benchmark's 100K-object lake.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from lakegc.gc import classdata
+from lakegc.engine import classdata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,7 +123,7 @@ def _prepare(master: str | None, conf: dict[str, str]) -> _Launch:
                 "spark.sql.adaptive.enabled": "true",
                 # Address sets never go through the driver: a broadcast join would collect one there.
                 "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
-                "spark.python.daemon.module": "lakegc.gc.workers",  # imports once, not in every worker
+                "spark.python.daemon.module": "lakegc.engine.workers",  # imports once, not in every worker
                 "spark.executor.extraJavaOptions": java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}")}
     if (master or conf.get("spark.master") or "local").startswith("local"):
         # Local mode: one JVM is driver and executors. At 1M objects Spark's default 1g heap spent
@@ -168,6 +169,46 @@ def _start(launch: _Launch) -> "SparkSession":
         return _build(launch)
 
 
+# What the JVM prints about itself that tells a lakegc user nothing (the JDK's notices as Spark's
+# launcher starts it): dropped from its stderr, as Spark's own log lines are by its log4j2 file.
+_JVM_NOISE = re.compile(r"^WARNING: (Using incubator modules|A terminally deprecated method|sun\.misc\.Unsafe::|"
+                        r"Please consider reporting this|.* will be removed in a future release)")
+show_jvm_noise = False  # --debug: everything the JVM prints reaches stderr
+
+
+@contextmanager
+def _filtered_jvm_stderr() -> Iterator[None]:
+    """While the driver JVM is launched (it inherits this process's stderr for its whole life, and
+    its Python workers inherit it in turn), give it a pipe instead: a thread copies every line to
+    the real stderr but the JVM's notices (`_JVM_NOISE`). This process's own stderr is back in
+    place as soon as the JVM has started; what it wrote in between went through the pipe too."""
+    if show_jvm_noise or "PYSPARK_GATEWAY_PORT" in os.environ:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        read_end, write_end = os.pipe()
+        real = os.dup(2)
+    except OSError:  # no stderr at all: nothing to filter
+        yield
+        return
+    threading.Thread(target=_copy_lines, args=(read_end, real), name="lakegc-jvm-stderr", daemon=True).start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)
+
+
+def _copy_lines(source: int, target: int) -> None:
+    with os.fdopen(source, "rb") as lines, os.fdopen(target, "wb", buffering=0) as out:
+        for line in iter(lines.readline, b""):
+            if not _JVM_NOISE.match(line.decode("utf-8", "replace")):
+                out.write(line)
+
+
 def _build(launch: _Launch) -> "SparkSession":
     from pyspark.sql import SparkSession
 
@@ -180,7 +221,8 @@ def _build(launch: _Launch) -> "SparkSession":
         builder = builder.master("local[*]")  # not under spark-submit, which brings its own master
     for key, value in launch.conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _filtered_jvm_stderr():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if _recording is not None and not _recording.java:  # what checking the archive takes, from the JVM itself
         system = spark.sparkContext._jvm.System  # type: ignore[union-attr]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Mapping
 
-from lakegc.gc.rules import KeepAll, KeepCount, PolicyOf
+from lakegc.retention.rules import KeepAll, KeepCount, PolicyOf
 
 _BEGINNING = datetime.min.replace(tzinfo=timezone.utc)
 

@@ -16,15 +16,13 @@ guard lives in the storage backends (a local delete never follows a symlink out 
 
 from __future__ import annotations
 
-import os
 import pwd
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
-from urllib.parse import unquote, urlparse
 
 from lakegc.errors import InvalidArgument, UnsafeLocation
-from lakegc.storage import normalize_location, relative_to
+from lakegc.storage import real_location, within
 
 
 @dataclass(frozen=True)
@@ -34,20 +32,6 @@ class Protected:
     what: str
     location: str  # normalised: file:///abs/path or s3://bucket/prefix
     inside_ok: bool = False  # a root inside it is fine (lakegc's home: only holding it is a risk)
-
-
-def real_location(location: str) -> str:
-    """The location as it really is: normalised, and for a local path with every symlink resolved
-    (also in a path that does not exist yet: its existing part is resolved)."""
-    normal = normalize_location(location)
-    if not normal.startswith("file://"):
-        return normal
-    return Path(os.path.realpath(unquote(urlparse(normal).path))).as_uri()
-
-
-def within(outer: str, inner: str) -> bool:
-    """Is `inner` the same place as `outer` or below it (both normalised or real)?"""
-    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
 def home_folders() -> frozenset[str]:
@@ -82,44 +66,9 @@ def check_root(location: str, what: str, protected: Iterable[Protected]) -> str:
     return root
 
 
-def namespace_overlap(location: str, others: Iterable[Protected]) -> str | None:
-    """Why a new namespace may not be created at `location`: it equals, holds or lies inside
-    another one, as written or as it really is (through symlinks). None when it may."""
-    real = real_location(location)
-    for other in others:
-        other_real = real_location(other.location)
-        for mine, theirs in ((location, other.location), (real, other_real)):
-            if within(mine, theirs) or within(theirs, mine):
-                shown = other.location if other_real == other.location else f"{other.location}, really {other_real}"
-                return f"namespace {location} overlaps {other.what} ({shown})"
-    return None
-
-
-def namespace_key_of(namespace: str, location: str) -> str | None:
-    """The key `location` (normalised) names in `namespace`, as written or through symlinks (an
-    alias folder linked to the namespace, a symlinked file inside it), or None when it lies outside."""
-    key = relative_to(namespace, location)
-    if key is None and location.startswith("file://") and namespace.startswith("file://"):
-        key = relative_to(real_location(namespace), real_location(location))
-    return key
-
-
 def _real_or_none(location: str) -> str | None:
     """A protected place on a store lakegc cannot address (`gs://`, `abfs://`) cannot overlap a root it can."""
     try:
         return real_location(location)
     except InvalidArgument:
         return None
-
-
-def sqlite_file(url: str) -> str | None:
-    """The database file of a SQLite URL (None for other databases and in-memory ones)."""
-    import sqlalchemy as sa
-
-    try:
-        parsed = sa.engine.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):
-        return None
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
-        return None
-    return os.path.abspath(parsed.database)

@@ -1,0 +1,232 @@
+"""lakegc's Python API: everything the `lakegc` command does, for a scheduler, a notebook or a
+service that should not shell out. The CLI is a thin layer over these functions.
+
+    import lakegc
+
+    run = lakegc.gc("lake", dry_run=True)              # a Run: what it found, what it deleted
+    print(run.num_candidates, run.bytes_candidates)
+    run = lakegc.gc("lake")                            # mark and sweep
+    for r in lakegc.runs("lake"):                      # newest first
+        print(r.run_id, r.state, r.num_deleted)
+
+Every function takes the metastore as `metastore=` (a SQLAlchemy URL or an open `Lake`; default:
+`LAKEGC_METASTORE`, else `$LAKEGC_HOME/config.toml`'s `metastore`, else the SQLite file in
+`$LAKEGC_HOME`). Durations are `timedelta`s or the CLI's text (`24h`, `7d`, `P7D`). Spark's master
+and conf default to the settings file's, then local mode. A run's progress can be followed with
+`progress=`, called as each phase starts with its name and a detail. Errors are raised as
+`lakegc.errors.LakegcError` subclasses whose message is the CLI's one-line `error:`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from lakegc.engine.progress import Phase, no_progress
+from lakegc.engine.runs import FolderRunLog, MetastoreRunLog, Run, RunFolder
+from lakegc.errors import InvalidArgument
+from lakegc.repo.repository import Lake, Repository
+from lakegc.retention.rules import GcRules, parse_rules
+from lakegc.settings import load_settings
+from lakegc.timeutil import parse_duration
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Duration = timedelta | str
+Metastore = Lake | str | None
+
+__all__ = ["Candidate", "Lake", "Repository", "Run", "candidates", "catalog_gc", "connector_candidates",
+           "connector_folder", "connector_run", "connector_runs", "delete_rules", "gc", "get_rules", "iceberg_gc", "open_lake", "run",
+           "runs", "set_rules", "sweep"]
+
+
+def open_lake(metastore: Metastore = None) -> Lake:
+    """The metastore and the repositories in it (see the module for where `None` leads)."""
+    return metastore if isinstance(metastore, Lake) else Lake(metastore)
+
+
+def duration(value: Duration) -> timedelta:
+    return value if isinstance(value, timedelta) else parse_duration(value)
+
+
+# -- repository GC ---------------------------------------------------------------------------------
+def gc(repository: str, *, metastore: Metastore = None, dry_run: bool = False, mark_only: bool = False,
+       min_age: Duration | None = None, clean: bool = False, cutoffs: tuple[str, ...] | list[str] = (),
+       default_cutoff: str | None = None, inventory: str | None = None, master: str | None = None,
+       conf: dict[str, str] | None = None, progress: Phase = no_progress,
+       spark: "SparkSession | None" = None) -> Run:
+    """Collect a repository: mark what no retained commit, staged entry, copy or live token
+    references and is older than `min_age` (default 24h), then, unless `dry_run` or `mark_only`,
+    sweep it (re-checking each candidate first). `cutoffs` (`REGEX=POLICY`) and `default_cutoff`
+    replace the stored rules for this run; `clean` ignores earlier runs; `inventory` lists the
+    namespace from an S3 Inventory manifest. Returns the run's record, also when nothing was
+    deleted; a failed run raises (its record says `failed` and why)."""
+    from lakegc.gc.job import GcOptions, run_gc
+
+    settings = load_settings()
+    options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=duration(min_age or settings.gc.min_age),
+                        clean=clean, cutoffs=tuple(cutoffs), default_cutoff=default_cutoff,
+                        master=settings.master(master), conf=settings.spark_conf(conf), inventory=inventory)
+    return run_gc(open_lake(metastore), repository, options, progress, spark=spark)
+
+
+def sweep(repository: str, run_id: str, *, metastore: Metastore = None, master: str | None = None,
+          conf: dict[str, str] | None = None, progress: Phase = no_progress,
+          spark: "SparkSession | None" = None) -> Run:
+    """Delete the candidates of a run marked with `mark_only`, re-checking each first. `run_id` may
+    be a prefix only that run's id has."""
+    from lakegc.gc.job import sweep_run
+
+    settings = load_settings()
+    return sweep_run(open_lake(metastore), repository, run_id, progress, spark=spark,
+                     master=settings.master(master), conf=settings.spark_conf(conf))
+
+
+def runs(repository: str, *, metastore: Metastore = None) -> list[Run]:
+    """The repository's GC runs, newest first."""
+    lake = open_lake(metastore)
+    lake.repository(repository)
+    return MetastoreRunLog(lake.metastore, repository).list()
+
+
+def run(repository: str, run_id: str, *, metastore: Metastore = None) -> Run:
+    """One run of the repository, by its id or a prefix only it has."""
+    lake = open_lake(metastore)
+    lake.repository(repository)
+    log = MetastoreRunLog(lake.metastore, repository)
+    return log.get(log.resolve(run_id))[0]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An object a run marked for deletion, and why (`expired`, `uncommitted`, `orphan`, ...)."""
+
+    address: str
+    size: int
+    mtime: datetime
+    reason: str
+
+
+def candidates(repository: str, run_id: str, *, metastore: Metastore = None,
+               limit: int | None = None) -> Iterator[Candidate]:
+    """The candidates a repository run marked, streamed from its folder (never all in memory)."""
+    from lakegc.gc.outputs import run_folder
+
+    lake = open_lake(metastore)
+    found = run(repository, run_id, metastore=lake)  # here, not when the first candidate is asked for
+    return _candidates(run_folder(lake.repository(repository).storage, found.run_id), limit)
+
+
+def _candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
+    if limit is not None and limit < 1:
+        raise InvalidArgument("limit must be at least 1")
+    return _stream_candidates(folder, limit)
+
+
+def _stream_candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
+    shown = 0
+    for key in folder.parts("candidates"):
+        with folder.storage.open_read(key) as f:
+            source = pq.ParquetFile(f if f.seekable() else _buffer(f.read()))
+            for batch in source.iter_batches(batch_size=10_000):
+                for row in batch.to_pylist():
+                    if limit is not None and shown >= limit:
+                        return
+                    shown += 1
+                    yield Candidate(row["address"], row["size"], row["mtime"], row["reason"])
+
+
+def _buffer(data: bytes):  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def get_rules(repository: str, *, metastore: Metastore = None) -> GcRules | None:
+    """The repository's retention rules (None: none set, every commit is kept)."""
+    return open_lake(metastore).repository(repository).gc_rules()
+
+
+def set_rules(repository: str, rules: GcRules | dict | str, *, metastore: Metastore = None) -> GcRules:
+    """Set the repository's retention rules: lakeFS's JSON as text, a dict, or `GcRules`."""
+    import json
+
+    parsed = rules if isinstance(rules, GcRules) else parse_rules(rules if isinstance(rules, str) else json.dumps(rules))
+    open_lake(metastore).repository(repository).set_gc_rules(parsed)
+    return parsed
+
+
+def delete_rules(repository: str, *, metastore: Metastore = None) -> bool:
+    """Remove the repository's rules; False when there were none."""
+    return open_lake(metastore).repository(repository).delete_gc_rules()
+
+
+# -- connectors ------------------------------------------------------------------------------------
+def iceberg_gc(catalog: str, tables: list[str], *, older_than: Duration = "5d", retain_last: int = 1,
+               orphan_min_age: Duration = "3d", prefix_mismatch: str = "error", dry_run: bool = False,
+               runs_location: str | None = None, metastore: str | None = None, master: str | None = None,
+               conf: dict[str, str] | None = None, progress: Phase = no_progress,
+               spark: "SparkSession | None" = None) -> Run:
+    """Expire snapshots of Iceberg `tables` (pyiceberg's catalog `catalog`) older than
+    `older_than`, keeping at least `retain_last` per branch, then delete files under their
+    locations that no table of any configured catalog references and that are older than
+    `orphan_min_age`."""
+    from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
+    from lakegc.connectors.iceberg.paths import PrefixMismatch
+
+    settings = load_settings()
+    try:
+        mismatch = PrefixMismatch(prefix_mismatch)
+    except ValueError:
+        raise InvalidArgument(f"invalid prefix mismatch mode {prefix_mismatch!r}: error, ignore or delete") from None
+    options = IcebergGcOptions(duration(older_than), retain_last, duration(orphan_min_age), mismatch, dry_run,
+                               runs_location, settings.master(master), settings.spark_conf(conf), metastore)
+    return run_iceberg_gc(catalog, list(tables), options, progress, spark=spark)
+
+
+def catalog_gc(catalog: str, store: str, *, objectstore_cutoff: Duration = "14d", parquetfile_cutoff: Duration = "14d",
+               dry_run: bool = False, runs_location: str | None = None, metastore: str | None = None,
+               master: str | None = None, conf: dict[str, str] | None = None, progress: Phase = no_progress,
+               spark: "SparkSession | None" = None) -> Run:
+    """IOx-style GC of `store` against the `parquet_file` table of the catalog database `catalog`
+    (a SQLAlchemy URL): hard-delete rows soft-deleted before now - `parquetfile_cutoff`, delete
+    objects older than now - `objectstore_cutoff` that no row names."""
+    from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
+
+    settings = load_settings()
+    options = CatalogGcOptions(duration(objectstore_cutoff), duration(parquetfile_cutoff), dry_run, runs_location,
+                               settings.master(master), settings.spark_conf(conf), metastore)
+    return run_catalog_gc(catalog, store, options, progress, spark=spark)
+
+
+def _connector_log(kind: str, runs_location: str | None) -> FolderRunLog:
+    from lakegc.connectors.runs import default_runs_location
+
+    return FolderRunLog(runs_location or default_runs_location(), kind)
+
+
+def connector_runs(kind: str, *, runs_location: str | None = None) -> list[Run]:
+    """A connector's runs (`iceberg`, `catalog`), newest first."""
+    return _connector_log(kind, runs_location).list()
+
+
+def connector_run(kind: str, run_id: str, *, runs_location: str | None = None) -> Run:
+    """One connector run, by its id or a prefix only it has."""
+    log = _connector_log(kind, runs_location)
+    return log.get(log.resolve(run_id))[0]
+
+
+def connector_folder(kind: str, run_id: str, *, runs_location: str | None = None) -> RunFolder:
+    """The folder of a connector run (its summary.json, report.html and outputs)."""
+    return _connector_log(kind, runs_location).folder(run_id)
+
+
+def connector_candidates(kind: str, run_id: str, *, runs_location: str | None = None,
+                         limit: int | None = None) -> Iterator[Candidate]:
+    log = _connector_log(kind, runs_location)
+    return _candidates(log.folder(log.resolve(run_id)), limit)

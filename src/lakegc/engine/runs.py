@@ -1,0 +1,397 @@
+"""Runs: one record for every GC run, of a repository or of a connector.
+
+    marking -> marked -> sweeping -> swept        (and any of them -> failed, with the error kept)
+
+A run has an id that sorts by the time it started (`new_run_id`), a state that only moves along the
+arrows above (anything else is loud: `IllegalTransition`), a folder for its outputs (`RunFolder`:
+candidates/, to_delete/, deleted/ as Parquet, summary.json and report.html), and one record, `Run`,
+that summary.json, the `--json` output, the report and `gc runs` are all made from.
+
+Where the records are kept is a `RunLog`:
+- a repository's runs in the metastore (`MetastoreRunLog`, table gc_runs), where each state change
+  is a compare-and-set, so a run taken over by another (its lease ran out) cannot carry on as if
+  nothing happened; their folders are under `_lakegc/gc/<run>/` in the namespace;
+- a connector's runs in a folder of their own (`FolderRunLog`, `$LAKEGC_HOME/runs/` by default),
+  where each run's summary.json is its record: the lakes they clean are not ours to write into,
+  and a machine with no lakegc metastore needs none.
+
+`Recorder` is the one piece that moves a run: it checks the transition, stamps the end time, tells
+the log, and writes summary.json and report.html, also when the run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from lakegc.errors import AmbiguousRef, LakegcError, NotFound
+from lakegc.failures import cause
+from lakegc.metastore import Metastore
+from lakegc.metastore import schema as t
+from lakegc.redact import mask_doc, mask_secrets
+from lakegc.storage import Storage, open_storage
+from lakegc.timeutil import utcnow
+
+# The crash tests' hook: a run state at which the process that moved a run there stops itself.
+STOP_AFTER = "LAKEGC_TEST_STOP_AFTER"
+REPOSITORY = "repository"  # the kind of a repository's runs; connectors' runs are of their connector's kind
+
+
+class RunState(StrEnum):
+    MARKING = "marking"
+    MARKED = "marked"
+    SWEEPING = "sweeping"
+    SWEPT = "swept"
+    FAILED = "failed"
+
+
+_NEXT: dict[RunState, set[RunState]] = {
+    RunState.MARKING: {RunState.MARKED, RunState.FAILED},
+    RunState.MARKED: {RunState.SWEEPING, RunState.FAILED},
+    RunState.SWEEPING: {RunState.SWEPT, RunState.FAILED},
+    RunState.SWEPT: set(),
+    RunState.FAILED: set(),
+}
+
+
+class IllegalTransition(LakegcError):
+    pass
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+def check_transition(run_id: str, frm: RunState, to: RunState) -> None:
+    if to not in _NEXT[frm]:
+        raise IllegalTransition(f"run {run_id}: cannot go from {frm} to {to}")
+
+
+def new_run_id(now: datetime) -> str:
+    """The start time to the millisecond (UTC, ISO 8601's basic form), then randomness: ids sort by
+    time, read as a date, and a few leading characters select a run (`RunLog.resolve`)."""
+    at = now.astimezone(timezone.utc)
+    return f"{at:%Y%m%dT%H%M%S}{at.microsecond // 1000:03d}Z-{secrets.token_hex(3)}"
+
+
+@dataclass
+class Run:
+    """What one GC run did. Repository runs fill the fields about commits, slices and their base
+    run; a connector keeps what is its own (expired snapshots, catalog rows) in `details`."""
+
+    run_id: str
+    kind: str  # REPOSITORY, or the connector: "iceberg", "catalog", ...
+    target: str  # what it cleaned: the repository's name, the tables, the store
+    state: RunState
+    dry_run: bool
+    started_at: str
+    cutoff_time: str  # objects modified at or after this are never candidates
+    min_age_seconds: float
+    location: str = ""  # the run folder (summary.json, report.html, candidates/, deleted/)
+    mode: str = "clean"
+    mark_only: bool = False
+    finished_at: str | None = None
+    policy: str = ""  # which commits stay, as a repository run was told
+    settings: dict[str, Any] = field(default_factory=dict)  # a connector run's options, as people read them
+    num_listed: int = 0  # objects the listing found
+    num_young: int = 0  # of which younger than the cutoff: never candidates
+    num_candidates: int = 0
+    bytes_candidates: int = 0
+    candidates_by_reason: dict[str, int] = field(default_factory=dict)
+    num_deleted: int = 0
+    bytes_deleted: int = 0
+    num_failed: int = 0
+    num_revived: int = 0  # candidates referenced again by the time the sweep re-checked them
+    active_commits: int = 0
+    expired_commits: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    mode_reason: str = ""
+    base_run_id: str | None = None
+    num_slices_listed: int = 0
+    num_slices_skipped: int = 0
+    num_rechecked: int = 0
+    refs_sha256: str | None = None  # the run's reference set manifest (gc.refset), as written
+    object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (engine.ages)
+    candidate_ages: list[dict[str, Any]] = field(default_factory=list)  # candidates by slice age and reason
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def repository(self) -> str | None:
+        return self.target if self.kind == REPOSITORY else None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["state"] = str(self.state)
+        if self.kind == REPOSITORY:
+            doc = {"repository": self.target, **{k: v for k, v in doc.items() if k not in _CONNECTOR_ONLY}}
+        else:
+            doc = {"connector": self.kind, **{k: v for k, v in doc.items() if k not in _REPOSITORY_ONLY}}
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Run":
+        """A record as `to_json` wrote it, or as lakegc wrote one before runs had one record (a
+        repository run's `repository`, a connector run's `connector`)."""
+        values = {k: v for k, v in doc.items() if k in _FIELDS}
+        if "kind" not in values:
+            values["kind"] = doc.get("connector") or REPOSITORY
+        values.setdefault("target", doc.get("repository") or "")
+        values.setdefault("min_age_seconds", 0.0)
+        values["state"] = RunState(values["state"])
+        return cls(**values)
+
+    def masked(self) -> "Run":
+        """The run as it may be written down: every credential in it masked."""
+        return Run.from_json(mask_doc(self.to_json()))
+
+    def record_counts(self, counts: "CandidateCounts") -> None:
+        self.num_candidates, self.bytes_candidates = counts.total, counts.bytes
+        self.candidates_by_reason = dict(counts.by_reason)
+
+
+_FIELDS = {f.name for f in fields(Run)}
+_REPOSITORY_ONLY = {"mode_reason", "base_run_id", "num_slices_listed", "num_slices_skipped", "num_rechecked",
+                    "refs_sha256", "candidate_ages", "active_commits", "expired_commits", "num_revived", "mark_only",
+                    "policy"}
+_CONNECTOR_ONLY = {"settings", "details"}
+
+
+@dataclass(frozen=True)
+class CandidateCounts:
+    """What a run's candidates add up to (counted as they are written, see `engine.candidates`)."""
+
+    total: int
+    bytes: int
+    by_reason: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where one run's outputs live: a storage and the key prefix of the run's folder in it."""
+
+    storage: Storage
+    prefix: str  # ends with "/"
+
+    @property
+    def location(self) -> str:
+        return self.storage.full_uri(self.prefix.rstrip("/"))
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    def parts(self, name: str) -> list[str]:
+        """The Parquet parts of one output (`candidates`, `to_delete`, `deleted`, ...)."""
+        return [o.key for o in self.storage.list(self.key(name) + "/") if o.key.endswith(".parquet")]
+
+    def write_record(self, run: Run) -> None:
+        """summary.json and the report people read, side by side (also for failed runs)."""
+        from lakegc.engine.report import render_report
+
+        run = run.masked()
+        self.storage.write(self.key("summary.json"), json.dumps(run.to_json(), indent=2).encode())
+        self.storage.write(self.key("report.html"), render_report(run).encode())
+
+
+class RunLog(Protocol):
+    """Where a collector's run records are kept (see the module)."""
+
+    def create(self, run: Run, parameters: dict[str, Any]) -> None: ...
+
+    def move(self, run: Run, frm: RunState) -> None:
+        """Record that `run` moved from `frm` to `run.state`; IllegalTransition when it was no
+        longer in `frm`."""
+        ...
+
+    def get(self, run_id: str) -> tuple[Run, dict[str, Any]]: ...
+
+    def list(self) -> list[Run]:
+        """Newest first."""
+        ...
+
+    def resolve(self, given: str) -> str:
+        """The id of the run `given` names: its whole id or a prefix only it has."""
+        ...
+
+
+def pick(given: str, ids: list[str]) -> str:
+    """The one id equal to `given` or starting with it; RunNotFound or AmbiguousRef otherwise."""
+    if given in ids:
+        return given
+    matches = [i for i in ids if i.startswith(given)] if given else []
+    if not matches:
+        raise RunNotFound(f"no GC run {given!r}")
+    if len(matches) > 1:
+        shown = ", ".join(sorted(matches)[:3]) + (" ..." if len(matches) > 3 else "")
+        raise AmbiguousRef(f"run id prefix {given!r} is ambiguous: it starts {len(matches)} runs ({shown})")
+    return matches[0]
+
+
+class MetastoreRunLog:
+    """A repository's runs: rows of gc_runs, each state change a compare-and-set."""
+
+    def __init__(self, metastore: Metastore, repository: str):
+        self.ms, self.repository = metastore, repository
+
+    def create(self, run: Run, parameters: dict[str, Any]) -> None:
+        with self.ms.write() as conn:
+            conn.execute(t.gc_runs.insert().values(
+                id=run.run_id, repository=self.repository, kind=run.kind, state=str(run.state),
+                started_at=datetime.fromisoformat(run.started_at), parameters=parameters,
+                counts=run.masked().to_json(), error=None))
+
+    def move(self, run: Run, frm: RunState) -> None:
+        with self.ms.write() as conn:
+            moved = conn.execute(t.gc_runs.update().where(
+                t.gc_runs.c.id == run.run_id, t.gc_runs.c.state == str(frm),
+            ).values(state=str(run.state), counts=run.masked().to_json(),
+                     error=mask_secrets(run.error) if run.error else None,
+                     finished_at=datetime.fromisoformat(run.finished_at) if run.finished_at else None)).rowcount
+            if not moved:
+                current = conn.execute(sa.select(t.gc_runs.c.state).where(t.gc_runs.c.id == run.run_id)).scalar()
+                raise IllegalTransition(f"run {run.run_id}: expected state {frm}, but it is {current}")
+
+    def get(self, run_id: str) -> tuple[Run, dict[str, Any]]:
+        with self.ms.read() as conn:
+            row = conn.execute(sa.select(t.gc_runs).where(
+                t.gc_runs.c.repository == self.repository, t.gc_runs.c.id == run_id)).first()
+        if row is None:
+            raise RunNotFound(f"GC run {run_id!r} not found in repository {self.repository!r}")
+        return _from_row(row), dict(row.parameters)
+
+    def list(self) -> list[Run]:
+        with self.ms.read() as conn:
+            rows = conn.execute(sa.select(t.gc_runs).where(t.gc_runs.c.repository == self.repository)
+                                .order_by(t.gc_runs.c.started_at.desc(), t.gc_runs.c.id.desc())).all()
+        return [_from_row(row) for row in rows]
+
+    def resolve(self, given: str) -> str:
+        with self.ms.read() as conn:
+            ids = list(conn.execute(sa.select(t.gc_runs.c.id).where(
+                t.gc_runs.c.repository == self.repository,
+                t.gc_runs.c.id.startswith(given, autoescape=True))).scalars())
+        try:
+            return pick(given, ids)
+        except RunNotFound:
+            raise RunNotFound(f"GC run {given!r} not found in repository {self.repository!r}") from None
+
+
+def _from_row(row: sa.Row) -> Run:
+    """The row's own state, error and end time win over the counts document (a lease takeover
+    closes the runs of a dead process by updating only those)."""
+    run = Run.from_json({"target": row.repository, **dict(row.counts)})
+    run.state, run.error = RunState(row.state), row.error
+    if row.finished_at is not None:
+        run.finished_at = row.finished_at.isoformat()
+    return run
+
+
+class FolderRunLog:
+    """A connector's runs: one folder per run under `location`, its summary.json the record."""
+
+    def __init__(self, location: str, kind: str):
+        self.storage, self.kind = open_storage(location), kind
+
+    def folder(self, run_id: str) -> RunFolder:
+        self.storage.prepare()
+        return RunFolder(self.storage, f"{run_id}/")
+
+    def create(self, run: Run, parameters: dict[str, Any]) -> None:
+        self.folder(run.run_id).write_record(run)
+
+    def move(self, run: Run, frm: RunState) -> None:
+        pass  # one process runs a connector run from start to end: the Recorder's check is the whole story
+
+    def get(self, run_id: str) -> tuple[Run, dict[str, Any]]:
+        try:
+            run = Run.from_json(json.loads(self.storage.read(f"{run_id}/summary.json")))
+        except (LakegcError, OSError, ValueError, KeyError, TypeError):
+            raise RunNotFound(f"no {self.kind} GC run {run_id!r} in {self.storage.uri}") from None
+        if run.kind != self.kind:
+            raise RunNotFound(f"run {run_id!r} in {self.storage.uri} is a {run.kind} run, not a {self.kind} one")
+        return run, {}
+
+    def list(self) -> list[Run]:
+        runs = []
+        for run_id in self._ids():
+            try:
+                runs.append(self.get(run_id)[0])
+            except RunNotFound:
+                continue  # another connector's run, or a folder that is not a run
+        return sorted(runs, key=lambda r: (r.started_at, r.run_id), reverse=True)
+
+    def resolve(self, given: str) -> str:
+        return pick(given, [run.run_id for run in self.list()])
+
+    def _ids(self) -> list[str]:
+        try:
+            return self.storage.list_dirs("")
+        except LakegcError:
+            return []
+
+
+class Recorder:
+    """Moves a run through its states and keeps its record: in its log, and as summary.json and
+    report.html in its folder."""
+
+    def __init__(self, log: RunLog, folder: RunFolder):
+        self.log, self.folder = log, folder
+
+    def start(self, run: Run, parameters: dict[str, Any] | None = None) -> None:
+        run.location = self.folder.location
+        self.log.create(run, parameters or {})
+
+    def transition(self, run: Run, to: RunState) -> None:
+        """Move `run` to `to`, but only from the state it is in: anything else is loud."""
+        frm = run.state
+        check_transition(run.run_id, frm, to)
+        run.state = to
+        if to in (RunState.SWEPT, RunState.FAILED) or (to is RunState.MARKED and (run.dry_run or run.mark_only)):
+            run.finished_at = utcnow().isoformat()
+        try:
+            self.log.move(run, frm)
+        except IllegalTransition:
+            run.state = frm
+            raise
+        self.folder.write_record(run)
+        _stop_point(run.run_id, to)
+
+    @contextmanager
+    def recording(self, run: Run) -> Iterator[None]:
+        """Any failure inside marks the run failed, keeps the error, writes the record and
+        re-raises (unexpected errors as one readable LakegcError line)."""
+        try:
+            yield
+        except BaseException as exc:
+            run.error = cause(exc)
+            try:
+                self.transition(run, RunState.FAILED)
+            except IllegalTransition:  # already closed (its lease was taken over): the original error is the one to tell
+                self.folder.write_record(run)
+            except Exception:  # the log cannot be written (a metastore down): the folder still says what happened
+                self.folder.write_record(run)
+                raise
+            if isinstance(exc, Exception) and not isinstance(exc, LakegcError):
+                what = "GC run" if run.kind == REPOSITORY else f"{run.kind} GC run"
+                raise LakegcError(f"{what} {run.run_id} failed: {run.error}") from exc
+            raise
+
+
+def _stop_point(run_id: str, state: RunState) -> None:
+    """With LAKEGC_TEST_STOP_AFTER=<state>, say so on stderr and stop (SIGSTOP) right after the run
+    entered <state>: a crash test then kills the process exactly there, even between two steps
+    that no phase line separates (a mark recorded as finished, a sweep not yet started)."""
+    if os.environ.get(STOP_AFTER) == str(state):
+        print(f"lakegc: run {run_id} is {state}; stopped ({STOP_AFTER})", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
