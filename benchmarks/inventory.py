@@ -1,5 +1,5 @@
 """An S3 Inventory of a built lake's namespace, for `lakegc gc run --inventory MANIFEST`
-(/work/shared/CLI.md, "Inventory listing").
+(docs/cli.md, `gc run --inventory`).
 
 It is what S3 Inventory delivers for a bucket, with a local folder as destination: data files in
 Parquet with S3's columns (`bucket`, `key`, `size`, `last_modified_date` in milliseconds, UTC), and

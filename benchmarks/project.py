@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-# lakeFS's design target (seed 001): 20M objects, 1K branches, 30K commits, 5M uncommitted, 1M stale.
+# lakeFS's design target for GC: 20M objects, 1K branches, 30K commits, 5M uncommitted, 1M stale.
 TARGET = {"listed": 20_000_000, "staged": 5_000_000, "commits": 30_000, "candidates": 1_000_000}
 TARGET_OBJECTS = TARGET["listed"]
 # What one executor gets from S3 with one request in flight (assumptions, docs/performance.md):

@@ -1,4 +1,4 @@
-"""Scenario S1: lakeFS's design target (seed 001: 20M objects, 1K branches, 30K commits, 5M uncommitted,
+"""Scenario S1: lakeFS's design target for GC (20M objects, 1K branches, 30K commits, 5M uncommitted,
 1M stale) at 1/20, shrunk or grown by `scale`; and the tiny lake, the README demo's size."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 HISTORY = timedelta(days=60)  # commits are backdated over this span
-RETENTION_DAYS = 21  # every branch keeps 21 days (seed 000's example rule)
+RETENTION_DAYS = 21  # every branch keeps 21 days (lakeFS's worked example)
 NEWEST = timedelta(hours=26)  # nothing is younger than this, so the default 24 h min-age sees it all
 
 

@@ -1,5 +1,5 @@
-"""A reference model of lakegc's garbage collection, written from the spec (DESIGN.md §6.2-§6.3,
-CLI.md "Garbage collection"), not from the code: it imports nothing from `lakegc.gc`.
+"""A reference model of lakegc's garbage collection, written from the spec (docs/design.md,
+"What is live"), not from the code: it imports nothing from `lakegc.gc`.
 
 It is deliberately brute force. Where the planner prunes walks that an earlier walk already covered,
 the model walks the whole first-parent chain from every starting point and takes the union, so it is
@@ -26,7 +26,7 @@ Deleted objects:
 
 Copy records guard the race between a shallow copy and GC's snapshot of staging; the copy's own
 staged entry (or, once committed, its commit) is the lasting reference, so a record older than a day
-no longer counts (decided in ac58aaf; DESIGN.md §5 says "until committed").
+no longer counts (decided in ac58aaf; the design once said "until committed").
 """
 
 from __future__ import annotations

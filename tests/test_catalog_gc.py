@@ -1,4 +1,4 @@
-"""IOx-style catalog GC (seed 003, CLI.md `catalog gc`) through the CLI, on Spark: every combination
+"""IOx-style catalog GC (`lakegc catalog gc`) through the CLI, on Spark: every combination
 of catalog row {none, live, soft-deleted, soft-deleted past the parquetfile cutoff} and store object
 {absent, newer than the objectstore cutoff, older}, plus the file-name classes, on SQLite and
 PostgreSQL catalogs and a local folder and the S3-API store; then bad input and catalog failures,
@@ -28,7 +28,7 @@ NOW = utcnow()
 OLD, NEW = timedelta(days=20), timedelta(days=1)  # object ages against the default 14d cutoffs
 ROW = {"none": None, "live": "live", "soft": NOW - timedelta(days=1), "expired": NOW - timedelta(days=20)}
 
-# (catalog row, store object) -> object deleted?, row deleted?   The whole table of seed 003's rules:
+# (catalog row, store object) -> object deleted?, row deleted?   The whole table of IOx's rules:
 # an old object goes unless a row names it (soft-deleted rows too, until they are hard-deleted);
 # a row goes once soft-deleted for longer than the parquetfile cutoff.
 CASES = {(row, obj): (obj == "old" and row in ("none", "expired"), row == "expired")

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import one_error, heads, new_metastore, patch_short_lock_wait
 from lakegc.cli.main import app
-from lakegc.repo.repository import _new_commit
+from lakegc.repo.repository import new_commit
 from lakegc.timeutil import parse_date
 
 REPO = "lakegc://repo"
@@ -276,7 +276,7 @@ def _colliding_dates(parent: str, tree: str, message: str) -> tuple[int, int]:
     search over the implementation's own id function; ~65k tries on average)."""
     seen: dict[str, int] = {}
     for n in range(1_600_000_000, 1_600_000_000 + 1_500_000):
-        prefix = _new_commit((parent,), tree, message, parse_date(str(n)), {}).id[:8]
+        prefix = new_commit((parent,), tree, message, parse_date(str(n)), {}).id[:8]
         if prefix in seen:
             return seen[prefix], n
         seen[prefix] = n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -65,6 +66,9 @@ def write_at(address: str, content: bytes) -> None:
     path = local(address)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
+
+
+X_MD5 = hashlib.md5(b"x").hexdigest()
 
 
 def link(cli, uri: str, address: str, size: int, checksum: str = "abc", token: str | None = None, ok: bool = True):
@@ -545,11 +549,12 @@ def test_get_address_refuses_bad_input(cli, repo_uri, uri, extra, needles):
 def test_link_with_valid_token_stages_the_client_written_object(env, cli, repo_uri):
     doc = get_address(cli, f"{MAIN}/direct.bin")
     write_at(doc["physical_address"], b"written by client")
-    linked = link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 17, "cafe", doc["token"]).json()
+    checksum = hashlib.md5(b"written by client").hexdigest()
+    linked = link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 17, checksum, doc["token"]).json()
     assert set(linked) == STAT_KEYS
     assert linked["path"] == "direct.bin"
     assert linked["physical_address"] == doc["physical_address"]
-    assert (linked["size"], linked["checksum"]) == (17, "cafe")
+    assert (linked["size"], linked["checksum"]) == (17, checksum)
     assert stat(cli, f"{MAIN}/direct.bin") == linked
     assert cat(cli, f"{MAIN}/direct.bin") == "written by client"
     c = commit(cli)
@@ -637,7 +642,7 @@ def test_link_refuses_expired_token(cli, repo_uri):
 def test_link_refuses_reusing_a_token(cli, repo_uri):
     doc = get_address(cli, f"{MAIN}/direct.bin")
     write_at(doc["physical_address"], b"x")
-    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, "c", doc["token"])
+    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, X_MD5, doc["token"])
     commit(cli)
     one_error(link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, "c", doc["token"], ok=False),
               "token", json_cmd=True)
@@ -647,8 +652,37 @@ def test_link_refuses_reusing_a_token(cli, repo_uri):
 def test_failed_link_does_not_consume_the_token(cli, repo_uri):
     doc = get_address(cli, f"{MAIN}/direct.bin")
     write_at(doc["physical_address"], b"x")
-    one_error(link(cli, f"{MAIN}/wrong.bin", doc["physical_address"], 1, "c", doc["token"], ok=False), "token")
-    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, "c", doc["token"])
+    one_error(link(cli, f"{MAIN}/wrong.bin", doc["physical_address"], 1, X_MD5, doc["token"], ok=False), "token")
+    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, X_MD5, doc["token"])
+    assert paths(cli, MAIN) == ["direct.bin"]
+
+
+@pytest.mark.parametrize("size, checksum, needle", [
+    (1, "0" * 32, "checksum"), (1, "c", "checksum"), (2, X_MD5, "1 bytes, not 2"), (1, X_MD5.upper(), None),
+    (1, f'"{X_MD5}"', None)], ids=["wrong-md5", "not-an-md5", "wrong-size", "upper-case", "quoted-etag-style"])
+def test_a_link_whose_size_or_checksum_is_wrong_is_refused_and_leaves_the_token_usable(cli, repo_uri, size, checksum,
+                                                                                      needle):
+    """The object at the address must be the one described: a mismatch is one error line, nothing
+    is staged, and the same token then links the object with its true size and checksum."""
+    doc = get_address(cli, f"{MAIN}/direct.bin")
+    write_at(doc["physical_address"], b"x")
+    if needle is None:  # the same MD5, spelled as clients may send it
+        link(cli, f"{MAIN}/direct.bin", doc["physical_address"], size, checksum, doc["token"])
+        assert paths(cli, MAIN) == ["direct.bin"]
+        return
+    one_error(link(cli, f"{MAIN}/direct.bin", doc["physical_address"], size, checksum, doc["token"], ok=False),
+              needle, "token stays valid", json_cmd=True)
+    assert staged(cli) == []
+    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, X_MD5, doc["token"])
+    assert paths(cli, MAIN) == ["direct.bin"] and cat(cli, f"{MAIN}/direct.bin") == "x"
+
+
+def test_linking_before_the_object_is_written_is_refused_and_leaves_the_token_usable(cli, repo_uri):
+    doc = get_address(cli, f"{MAIN}/direct.bin")
+    one_error(link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, X_MD5, doc["token"], ok=False),
+              "no object at", "token stays valid", json_cmd=True)
+    write_at(doc["physical_address"], b"x")
+    link(cli, f"{MAIN}/direct.bin", doc["physical_address"], 1, X_MD5, doc["token"])
     assert paths(cli, MAIN) == ["direct.bin"]
 
 

@@ -1,4 +1,4 @@
-"""CLI contract for repositories, branches and tags (CLI.md, Repository table), through the real CLI."""
+"""CLI contract for repositories, branches and tags (docs/cli.md, "Repositories", "Branches", "Tags"), through the real CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The deletion guard (CLI.md "Deletion safety"; issue 16 findings 1, 3 and 4): every location a
+"""The deletion guard (docs/safety.md; issue 16 findings 1, 3 and 4): every location a
 command deletes in is compared as it really is (symlinks resolved), and roots that hold or lie
 inside what must never be deleted are refused before anything is listed.
 
@@ -235,8 +235,8 @@ def test_gc_counts_an_external_address_that_reaches_the_namespace_through_a_syml
     env.namespace("alias").symlink_to(a)
     alias_address = (env.namespace("alias") / draft.address).as_uri()
     repo.remove("main", "draft")  # the upload's own staging goes ...
-    with repo.ms.write() as conn:  # ... and only the alias entry (as old code staged it) is left
-        repo._stage(conn, "main", Entry("aliased", alias_address, AddressKind.FULL, 5, "c", utcnow()))
+    with repo.store.write() as tx:  # ... and only the alias entry (as old code staged it) is left
+        tx.stage("main", Entry("aliased", alias_address, AddressKind.FULL, 5, "c", utcnow()))
     age_objects(a, OLD)
     cli("gc", "run", "lakegc://ra", "--min-age", "1h")
     assert (a / draft.address).read_bytes() == b"draft"

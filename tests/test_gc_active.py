@@ -1,4 +1,4 @@
-"""Which commits stay active (DESIGN.md §6.2): `active_commits` on named graphs.
+"""Which commits stay active: `active_commits` on named graphs.
 
 Each case is a graph of commits `id: days ago` or `id: (days ago, first parent, second parent)`,
 branch HEADs, a retention, and the active set we expect. The first block replays lakeFS's own table

@@ -1,4 +1,4 @@
-"""The `lakegc gc ...` contract (CLI.md "Garbage collection"): rules, runs, sweeps, and what runs record.
+"""The `lakegc gc ...` contract (docs/cli.md, "Garbage collection"): rules, runs, sweeps, and what runs record.
 
 One module-scoped repository goes through a run's whole life (dry run, mark-only, sweep, full run)
 so that each contract test checks one promise against recorded results without paying Spark again.

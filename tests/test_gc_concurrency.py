@@ -31,7 +31,7 @@ from lakegc.gc import lease as lease_mod
 from lakegc.retention.active import CommitNode, active_commits
 from lakegc.gc.job import GcOptions, resolve_policies, run_gc, sweep_run
 from lakegc.gc.lease import HEARTBEAT, INTERRUPTED, LEASE_TTL, Holder, Lease, LeaseLost, stale
-from lakegc.gc.references import COPY_RECORD_WINDOW
+from lakegc.repo.gc_source import COPY_RECORD_WINDOW
 from lakegc.engine.runs import MetastoreRunLog, Run, RunState, new_run_id
 from lakegc.gc.outputs import output_keys, run_prefix
 from lakegc.metastore import schema as t
@@ -423,7 +423,7 @@ def must_live(repo: Repository, now: datetime) -> dict[str, str]:
     """Every namespace address GC must keep, and why: the entries of every commit active under the
     policy (on today's graph: nobody branches from old commits, so under a count policy a commit
     active now was active at every earlier mark too), staged entries, fresh copy records, live tokens."""
-    policy_of, _ = resolve_policies(repo, (), POLICY, now)
+    policy_of = resolve_policies(repo.gc_source(), (), POLICY, now).policy_of
     with repo.ms.read() as conn:
         of = lambda table: table.c.repository == NAME  # noqa: E731
         commits = conn.execute(sa.select(t.commits).where(of(t.commits))).all()

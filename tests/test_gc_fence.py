@@ -1,4 +1,4 @@
-"""The fence between a running sweep and ref changes (CLI.md "Deletion safety"; issue 16 finding 2):
+"""The fence between a running sweep and ref changes (docs/safety.md; issue 16 finding 2):
 a ref created or moved, or an entry copied, while a sweep runs is either refused or keeps every
 object it reaches, at every phase of a run and while the deletes are under way."""
 
@@ -13,7 +13,8 @@ import pytest
 from conftest import Env, age_objects
 from lakegc.errors import LakegcError, ObjectGone
 from lakegc.gc import job
-from lakegc.gc.fence import FencedByGc, lower_fence, raise_fence
+from lakegc.repo.fence import FencedByGc
+from lakegc.repo.gc_source import RepositoryGcSource
 from lakegc.gc.job import GcOptions, run_gc
 from lakegc.retention.rules import GcRules
 from lakegc.engine.runs import RunState, MetastoreRunLog
@@ -55,7 +56,7 @@ def readable(repo: Repository, ref: str, paths: list[str]) -> bool:
 def test_behind_a_fence_every_way_back_to_an_expired_commit_is_refused(env: Env):
     lake, repo, old, paths = expiring_lake(env, objects=3)
     marked_active = {b.head for b in repo.branches()}
-    raise_fence(lake.metastore, NAME, "run-x", marked_active, PARAMS)
+    repo.gc_source().raise_fence("run-x", marked_active, PARAMS)
     attempts = {
         "tag": lambda: repo.create_tag("keep", old),
         "branch": lambda: repo.create_branch("revive", old),
@@ -74,7 +75,7 @@ def test_behind_a_fence_every_way_back_to_an_expired_commit_is_refused(env: Env)
 
 def test_behind_a_fence_ordinary_work_goes_on(env: Env):
     lake, repo, old, paths = expiring_lake(env, objects=3)
-    raise_fence(lake.metastore, NAME, "run-x", {b.head for b in repo.branches()}, PARAMS)
+    repo.gc_source().raise_fence("run-x", {b.head for b in repo.branches()}, PARAMS)
     repo.create_branch("feature", "main")  # HEAD is active; main's 7 days reach back to nothing expired
     repo.create_tag("v1", "main")
     repo.upload("feature", "x", b"x")
@@ -82,7 +83,7 @@ def test_behind_a_fence_ordinary_work_goes_on(env: Env):
     repo.merge("feature", "main")
     repo.copy("main", paths[0], "feature", "copy")
     repo.delete_branch("feature")
-    lower_fence(lake.metastore, NAME, "run-x")
+    repo.gc_source().lower_fence("run-x")
     repo.create_tag("keep", old)  # the fence is down: anything goes again
 
 
@@ -92,7 +93,7 @@ def test_a_branch_whose_retention_reaches_an_expired_ancestor_is_refused(env: En
     lake, repo, old, _ = expiring_lake(env, objects=3)
     repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 7,
                                             "branches": [{"branch_id": "archive", "retention_days": 90}]}))
-    raise_fence(lake.metastore, NAME, "run-x", {b.head for b in repo.branches()}, PARAMS)
+    repo.gc_source().raise_fence("run-x", {b.head for b in repo.branches()}, PARAMS)
     with pytest.raises(FencedByGc, match="branch 'archive'"):
         repo.create_branch("archive", "main")
     repo.create_branch("scratch", "main")  # the default 7 days keep nothing expired
@@ -100,7 +101,7 @@ def test_a_branch_whose_retention_reaches_an_expired_ancestor_is_refused(env: En
 
 def test_a_dead_sweepers_fence_comes_down_with_its_lease(env: Env, spark):
     lake, repo, old, _ = expiring_lake(env, objects=3)
-    raise_fence(lake.metastore, NAME, "run-dead", {b.head for b in repo.branches()}, PARAMS)
+    repo.gc_source().raise_fence("run-dead", {b.head for b in repo.branches()}, PARAMS)
     with pytest.raises(FencedByGc):
         repo.create_tag("keep", old)
     run_gc(lake, NAME, GcOptions(dry_run=True), spark=spark)  # takes the (free) lease over
@@ -168,18 +169,21 @@ def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spar
 
     writer = threading.Thread(target=hammer, daemon=True)
 
-    def raise_then_hammer(*args: object) -> set[str]:  # the writer starts the moment the fence stands
-        active = raise_fence(*args)
+    raise_fence, lower_fence = RepositoryGcSource.raise_fence, RepositoryGcSource.lower_fence
+
+    def raise_then_hammer(self: RepositoryGcSource, *args: object) -> set[str]:  # the writer starts once the fence stands
+        active = raise_fence(self, *args)
         writer.start()
         return active
 
-    def lower(*args: object) -> None:  # refs made after the fence is down may point at deleted objects (410)
-        stop.set()
-        writer.join()
-        lower_fence(*args)
+    def lower(self: RepositoryGcSource, *args: object) -> None:  # refs made after the fence is down may point at deleted objects (410)
+        if writer.is_alive():
+            stop.set()
+            writer.join()
+        lower_fence(self, *args)
 
-    monkeypatch.setattr(job, "raise_fence", raise_then_hammer)
-    monkeypatch.setattr(job, "lower_fence", lower)
+    monkeypatch.setattr(RepositoryGcSource, "raise_fence", raise_then_hammer)
+    monkeypatch.setattr(RepositoryGcSource, "lower_fence", lower)
     summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
     assert refused > 0, "the writer never ran while the fence stood"
     for ref in created:

@@ -1,4 +1,4 @@
-"""Incremental GC runs (lakegc.gc.incremental, DESIGN.md §6.6): a run that does not list the slices its
+"""Incremental GC runs (lakegc.gc.incremental): a run that does not list the slices its
 base run settled, and only looks up the objects there that may have lost a reference since, must
 delete exactly what a clean run would.
 
@@ -19,6 +19,7 @@ when a test moves it. Objects the tests write get their mtime set to the fake ti
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -40,7 +41,8 @@ import gc_model as model
 import lakegc.gc.lease  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
 import lakegc.timeutil
 from lakegc.errors import LakegcError
-from lakegc.gc.incremental import SETTLE_MARGIN, Plan, SliceWindow, newly_settled, plan, previous_run, settled
+from lakegc.gc.incremental import SETTLE_MARGIN, Plan, newly_settled, plan, previous_run, settled
+from lakegc.repo.slices import SliceWindow
 from lakegc.gc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
 from lakegc.gc.outputs import BASE_OUTPUTS, SETTLED
 from lakegc.gc.refset import RefManifest, StateUnusable, TreeChange, part_of
@@ -294,19 +296,19 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
     assert mode(r7) == ("clean", f"min-age changed since run {r6.run_id}", None)
     # cutoffs given for a run replace the stored rules: another policy
     with_cutoffs = replace(options, default_cutoff="7d")
-    _, cutoffs_policy = resolve_policies(ls.repo, (), "7d", clock.now)
-    assert plan_run(store, ls.repo, with_cutoffs, cutoffs_policy).reason == \
+    cutoffs_policy = resolve_policies(ls.repo.gc_source(), (), "7d", clock.now).described
+    assert plan_run(store, ls.repo.gc_source(), with_cutoffs, cutoffs_policy).reason == \
         f"retention rules changed since run {r7.run_id}"
 
     # any output an incremental run reads, missing from the base run's folder
     base_dir = ls.ns / "_lakegc" / "gc" / r7.run_id
-    _, policy = resolve_policies(ls.repo, (), None, clock.now)
-    chosen = plan_run(store, ls.repo, options, policy)
+    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now).described
+    chosen = plan_run(store, ls.repo.gc_source(), options, policy)
     assert (chosen.mode, chosen.base.run_id, chosen.settled) == ("incremental", r7.run_id, frozenset(ls.settled_by(r7)))
     for name in BASE_OUTPUTS:
         aside = ls.ns.parent / "aside"
         (base_dir / name).rename(aside)
-        chosen = plan_run(store, ls.repo, options, policy)
+        chosen = plan_run(store, ls.repo.gc_source(), options, policy)
         assert (chosen.mode, chosen.reason, chosen.base) == \
             ("clean", f"run {r7.run_id}'s report is incomplete (missing {name})", None)
         aside.rename(base_dir / name)
@@ -583,7 +585,8 @@ class World(Lakeside, RandomOps):
         self.repo.storage.write(claims.address, data)
         self.touch(claims.address)
         if link:
-            self.repo.link(claims.branch, claims.path, claims.address, len(data), "", token=self.repo.sign(claims))
+            self.repo.link(claims.branch, claims.path, claims.address, len(data), hashlib.md5(data).hexdigest(),
+                           token=self.repo.sign(claims))
 
     def op_late(self) -> None:
         """The oldest pending token holder writes now, if its token is still live."""
@@ -874,14 +877,14 @@ def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(la
     ls.upload("main", "a")
     ls.repo.commit("main", "c1")
     store = MetastoreRunLog(ls.lake.metastore, "repo")
-    _, policy = resolve_policies(ls.repo, (), None, clock.now)
+    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now).described
     r1 = ls.run()
     prefix = f"run {r1.run_id}'s reference set cannot be used: "
     manifest = ls.ns / "_lakegc" / "gc" / r1.run_id / "refs" / "manifest.json"
     good = manifest.read_bytes()
 
     def reason() -> str:
-        chosen = plan_run(store, ls.repo, MIN_AGE_0, policy)
+        chosen = plan_run(store, ls.repo.gc_source(), MIN_AGE_0, policy)
         assert chosen.mode == "clean" and chosen.refs is None and chosen.settled == frozenset()
         return chosen.reason
 
@@ -895,7 +898,7 @@ def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(la
     (ls.ns / part).rename(ls.ns.parent / "aside")
     assert reason() == prefix + f"1 file(s) of its reference set are missing (e.g. {part})"
     (ls.ns.parent / "aside").rename(ls.ns / part)
-    assert plan_run(store, ls.repo, MIN_AGE_0, policy).mode == "incremental"
+    assert plan_run(store, ls.repo.gc_source(), MIN_AGE_0, policy).mode == "incremental"
 
 
 def test_a_manifest_naming_a_tree_the_repository_lacks_is_not_moved_forward():

@@ -1,4 +1,4 @@
-"""`gc run --inventory MANIFEST` (CLI.md "Inventory listing", lakegc.gc.inventory): a run that reads
+"""`gc run --inventory MANIFEST` (lakegc.gc.inventory): a run that reads
 the namespace from an S3 Inventory instead of listing it must delete exactly what a plain run
 deletes, and nothing an inventory says (stale, tampered, of another namespace, naming `_lakegc/`
 or keys that climb out) may make it delete more.
@@ -39,7 +39,7 @@ import lakegc.gc.lease  # noqa: F401
 import lakegc.timeutil
 from conftest import Bucket, one_error, snapshot
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.incremental import SliceWindow
+from lakegc.repo.slices import SliceWindow
 from lakegc.gc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_list, present
 from lakegc.gc.inventory_format import (Format, Inventory, as_raw, check_age, check_source, data_location,
                                         parse_manifest, schema_fields)

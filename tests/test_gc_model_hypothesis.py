@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 import re
 import shutil
@@ -332,7 +334,8 @@ class History(RandomOps):
         self.repo.storage.write(claims.address, data)
         self.objects += 1
         if how == "link":
-            self.repo.link(branch, path, claims.address, len(data), "", token=self.repo.sign(claims))
+            self.repo.link(branch, path, claims.address, len(data), hashlib.md5(data).hexdigest(),
+                           token=self.repo.sign(claims))
         self.log.append(f"token {how} {branch}:{path} -> {claims.address}")
 
     def op_stray(self, n: int) -> None:
@@ -495,7 +498,7 @@ def check_gc_against_the_model(spark, ops: list[tuple], rules: dict | None,
         event(f"committed garbage deleted: {bool(expected & in_expired)}")
         event(f"object of a copy record deleted: {bool(expected & {a for a, _ in copies})}")
 
-        # Safety (DESIGN.md §8): everything still referenced still reads, and GC touched nothing else.
+        # Safety: everything still referenced still reads, and GC touched nothing else.
         for cid in active:
             for entry in h.repo.list(cid):
                 h.repo.read(cid, entry.path)

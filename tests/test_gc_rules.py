@@ -1,4 +1,4 @@
-"""Retention rules (DESIGN.md §6.1, CLI.md "Garbage collection"): lakeFS JSON rules and Nessie-style
+"""Retention rules: lakeFS JSON rules and Nessie-style
 cutoff policies, and how both become one policy per branch."""
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_unparsable_policies_are_refused_naming_the_policy(text, needles):
 
 @pytest.mark.parametrize("text", ["-1", "-30"])
 def test_a_negative_integer_policy_is_a_bad_commit_count_not_a_date_before_1970(text):
-    """CLI.md: "POLICY: an integer N keeps the newest N commits". An integer is a count, so `-1` is an
+    """The contract: "POLICY: an integer N keeps the newest N commits". An integer is a count, so `-1` is an
     invalid count; read as Unix seconds it becomes 1969-12-31T23:59:59Z, a threshold that silently
     keeps every commit (today's behaviour)."""
     with pytest.raises(InvalidArgument, match=re.escape(repr(text))):

@@ -1,4 +1,4 @@
-"""GC end to end, through the real CLI on real Spark, SQLite and folders (DESIGN.md §6, §8).
+"""GC end to end, through the real CLI on real Spark, SQLite and folders (docs/design.md).
 
 Each scenario builds a history with backdated commits (`commit --date`) and objects aged to match,
 runs `lakegc gc run` once, and then each test checks one promise against what the run left behind:
@@ -7,6 +7,8 @@ still reads back, and nothing outside the namespace, under `_lakegc/` or younger
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import json
 import os
@@ -126,7 +128,7 @@ class History:
         return commit_id
 
 
-# -- seed 000: the worked example ------------------------------------------------------------------
+# -- lakeFS's worked example of retention rules ------------------------------------------------------------------
 SEED_RULES = {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 21},
                                                           {"branch_id": "dev", "retention_days": 7}]}
 SEED_COLLECTED = {"E1", "L", "T1", "A1", "A2", "X1"}
@@ -144,17 +146,17 @@ class SeedRun:
 
 
 @pytest.fixture(scope="module")
-def seed000(tmp_path_factory, spark, request, backend) -> SeedRun:
+def worked_example(tmp_path_factory, spark, request, backend) -> SeedRun:
     """Seed 000's diagram, GC day (2022-03-31) shifted to today; main keeps 21 days, dev 7."""
-    env = module_env(tmp_path_factory, "seed000", request, backend)
+    env = module_env(tmp_path_factory, "worked_example", request, backend)
     cli = make_cli(env)
     ns = env.namespace()
     cli("repo", "create", REPO, str(ns))
     cli("gc", "set-config", REPO, "-f", "-", input=json.dumps(SEED_RULES))
     today = utcnow()
 
-    def day(seed_date: str) -> datetime:
-        return today - timedelta(days=(datetime(2022, 3, 31) - datetime.fromisoformat(seed_date)).days)
+    def day(example_date: str) -> datetime:
+        return today - timedelta(days=(datetime(2022, 3, 31) - datetime.fromisoformat(example_date)).days)
 
     h = History(cli, ns)
 
@@ -189,16 +191,16 @@ def seed000(tmp_path_factory, spark, request, backend) -> SeedRun:
     return SeedRun(h, before, data_keys(ns), summary, candidates(cli, summary["run_id"]))
 
 
-def test_seed000_deletes_exactly_the_objects_no_retained_commit_shows(seed000):
-    objects = seed000.history.objects
-    assert seed000.before - seed000.after == {objects[n].key for n in SEED_COLLECTED}
-    assert seed000.summary["state"] == "swept"
-    assert seed000.summary["num_deleted"] == len(SEED_COLLECTED)
-    assert seed000.summary["bytes_deleted"] == sum(len(objects[n].content) for n in SEED_COLLECTED)
+def test_worked_example_deletes_exactly_the_objects_no_retained_commit_shows(worked_example):
+    objects = worked_example.history.objects
+    assert worked_example.before - worked_example.after == {objects[n].key for n in SEED_COLLECTED}
+    assert worked_example.summary["state"] == "swept"
+    assert worked_example.summary["num_deleted"] == len(SEED_COLLECTED)
+    assert worked_example.summary["bytes_deleted"] == sum(len(objects[n].content) for n in SEED_COLLECTED)
 
 
-def test_seed000_collected_objects_answer_gone_where_they_were_last_visible(seed000):
-    h = seed000.history
+def test_worked_example_collected_objects_answer_gone_where_they_were_last_visible(worked_example):
+    h = worked_example.history
     last_visible = {"E1": "2022-02-27", "L": "2022-02-27", "T1": "2022-03-01", "A1": "d: 2022-03-14",
                     "A2": "d: 2022-03-16", "X1": "d: 2022-03-16"}
     assert set(last_visible) == SEED_COLLECTED
@@ -206,25 +208,25 @@ def test_seed000_collected_objects_answer_gone_where_they_were_last_visible(seed
         assert_gone(h.cli, h.commits[label], h.objects[name].path)
 
 
-def test_seed000_every_object_visible_from_main_0309_onwards_stays(seed000):
-    h = seed000.history
+def test_worked_example_every_object_visible_from_main_0309_onwards_stays(worked_example):
+    h = worked_example.history
     for label in SEED_ACTIVE_MAIN:
         for path, content in h.trees[label].items():
             assert cat(h.cli, h.commits[label], path) == content, (label, path)
 
 
-def test_seed000_branch_heads_read_back_completely(seed000):
-    h = seed000.history
+def test_worked_example_branch_heads_read_back_completely(worked_example):
+    h = worked_example.history
     for branch, label in (("main", "2022-03-26"), ("dev", "d: 2022-03-23")):
         assert {e["path"] for e in h.cli("fs", "ls", f"{REPO}/{branch}/", "--json").json()} == set(h.trees[label])
         for path, content in h.trees[label].items():
             assert cat(h.cli, branch, path) == content, (branch, path)
 
 
-def test_seed000_expired_commits_keep_their_entries_and_shared_objects(seed000):
+def test_worked_example_expired_commits_keep_their_entries_and_shared_objects(worked_example):
     """GC removes data, never commits or entries; an expired commit still reads what a retained
     commit shares with it (users v1 lives on in 2022-03-09, experiment x v2 in d: 2022-03-23)."""
-    h = seed000.history
+    h = worked_example.history
     for label in SEED_EXPIRED:
         listed = {e["path"] for e in h.cli("fs", "ls", f"{REPO}/{h.commits[label]}/", "--json").json()}
         assert listed == set(h.trees[label])
@@ -232,17 +234,17 @@ def test_seed000_expired_commits_keep_their_entries_and_shared_objects(seed000):
     assert cat(h.cli, h.commits["d: 2022-03-20"], "experiments/x") == "experiment x v2"
 
 
-def test_seed000_candidates_are_the_collected_objects_as_expired(seed000):
-    objects = seed000.history.objects
-    assert sorted((c["address"], c["reason"]) for c in seed000.candidates) == \
+def test_worked_example_candidates_are_the_collected_objects_as_expired(worked_example):
+    objects = worked_example.history.objects
+    assert sorted((c["address"], c["reason"]) for c in worked_example.candidates) == \
         sorted((objects[n].key, "expired") for n in SEED_COLLECTED)
-    assert seed000.summary["num_candidates"] == len(SEED_COLLECTED)
+    assert worked_example.summary["num_candidates"] == len(SEED_COLLECTED)
 
 
-def test_seed000_active_commits_are_main_since_0309_and_dev_head(seed000):
+def test_worked_example_active_commits_are_main_since_0309_and_dev_head(worked_example):
     """§6.2: main's walk keeps 2022-03-09 (HEAD 21 days ago); dev keeps only its HEAD d: 2022-03-23."""
-    assert seed000.summary["active_commits"] == len(SEED_ACTIVE_MAIN) + 1
-    assert seed000.summary["expired_commits"] == len(SEED_EXPIRED) + 1  # + the repository's initial commit
+    assert worked_example.summary["active_commits"] == len(SEED_ACTIVE_MAIN) + 1
+    assert worked_example.summary["expired_commits"] == len(SEED_EXPIRED) + 1  # + the repository's initial commit
 
 
 # -- a mixed scenario: every kind of reference, every kind of garbage --------------------------------
@@ -360,7 +362,7 @@ def mixed(tmp_path_factory, spark, request, backend) -> MixedRun:
         h.objects[name] = Obj(path.relative_to(ns).as_posix(), f"direct {name}", "main", "")
     linked = tokens["TOKLINKED"]
     cli("fs", "link", f"{REPO}/main/direct/linked", "--address", linked["physical_address"], "--token",
-        linked["token"], "--size", str(len("direct TOKLINKED")), "--checksum", "c0ffee")
+        linked["token"], "--size", str(len("direct TOKLINKED")), "--checksum", hashlib.md5(b"direct TOKLINKED").hexdigest())
     h.objects["TOKLINKED"].path = "direct/linked"
 
     # Files GC must leave alone (metadata, a folder it does not list) and one it must not (root stray).

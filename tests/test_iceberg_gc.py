@@ -1,4 +1,4 @@
-"""Iceberg GC (CLI.md `iceberg gc`): expiry as a pure function over named histories, paths and hidden
+"""Iceberg GC (`lakegc iceberg gc`): expiry as a pure function over named histories, paths and hidden
 files as pure functions, then whole runs through the CLI on Spark against a pyiceberg SqlCatalog on
 SQLite with a local warehouse: expiry boundaries, retain-last, refs, orphans, prefix mismatch,
 shared and nested locations, gc.enabled, and a commit landing while a run is under way.

@@ -1,4 +1,4 @@
-"""What lakegc lets out (CLI.md "Deletion safety"): credentials in any URL form are masked (`***`) in
+"""What lakegc lets out (docs/safety.md): credentials in any URL form are masked (`***`) in
 every output, log, report and run record; names with control characters are shown escaped on a
 terminal; the files lakegc writes take the umask's mode; and an error, a Spark executor's or a dead
 JVM's included, is one `error:` line naming its cause, exit 1, with the traceback only under

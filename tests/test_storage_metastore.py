@@ -215,7 +215,7 @@ def test_delete_many_of_a_folder_fails_for_that_key_only(store: LocalStorage) ->
 def test_delete_many_with_an_escaping_key_deletes_nothing_unrecorded(store: LocalStorage) -> None:
     """A batch holding a bad key must either be refused before anything is deleted, or report the bad
     key as failed alongside the others: never delete some keys and then raise, losing their outcomes
-    (DESIGN.md §8.3: a failed run deletes nothing it did not record)."""
+    (a failed run deletes nothing it did not record)."""
     store.write("data/a", b"1")
     try:
         outcomes = store.delete_many(["data/a", "../escape"])

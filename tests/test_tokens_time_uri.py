@@ -1,4 +1,4 @@
-"""Physical-address tokens (DESIGN.md §5), CLI dates and durations, and `lakegc://` URIs."""
+"""Physical-address tokens, CLI dates and durations, and `lakegc://` URIs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A tree file is trusted only when its content hashes to its id (CLI.md "Deletion safety").
+"""A tree file is trusted only when its content hashes to its id (docs/safety.md).
 
 Ranges and metaranges are content-addressed: `_lakegc/ranges/<id>` holds exactly the entries whose
 hash is <id>. A file that was replaced, cut short, extended, rewritten or lost no longer does, and

@@ -1,4 +1,4 @@
-"""Committed trees (DESIGN.md §4): content-defined, content-addressed Parquet ranges.
+"""Committed trees: content-defined, content-addressed Parquet ranges.
 
 Protected here:
 - the issue's range-sharing property: one changed path on a 100,000-entry tree writes <= 3 new

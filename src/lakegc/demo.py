@@ -1,4 +1,4 @@
-"""The demo lake: seed 000's worked example (main keeps 21 days, dev 7, GC "on 2022-03-31"), dated back
+"""The demo lake: lakeFS's worked example of retention rules (main keeps 21 days, dev 7, GC "on 2022-03-31"), dated back
 from today, plus uncommitted leftovers of every kind GC has to tell apart from live data.
 
 Objects are aged to match their commits (file mtimes set back), as if the history had really taken
@@ -26,7 +26,7 @@ _LEFTOVER_AGE = timedelta(days=3)
 class DemoLake:
     repo: Repository
     today: datetime
-    commits: dict[str, Commit] = field(default_factory=dict)  # label (the seed's date) -> commit
+    commits: dict[str, Commit] = field(default_factory=dict)  # label (the example's date) -> commit
 
 
 def build_demo(lake: Lake, namespace: Path, today: datetime | None = None, name: str = "demo") -> DemoLake:
@@ -35,9 +35,9 @@ def build_demo(lake: Lake, namespace: Path, today: datetime | None = None, name:
     demo = DemoLake(lake.repository(name), today)
     repo = demo.repo
 
-    def day(seed_date: str) -> datetime:
-        """The seed's calendar (GC on 2022-03-31) shifted so that GC day is today."""
-        return today - (datetime(2022, 3, 31) - datetime.fromisoformat(seed_date)).days * timedelta(days=1)
+    def day(example_date: str) -> datetime:
+        """The example's calendar (GC on 2022-03-31) shifted so that GC day is today."""
+        return today - (datetime(2022, 3, 31) - datetime.fromisoformat(example_date)).days * timedelta(days=1)
 
     def commit(branch: str, label: str, files: dict[str, str | None]) -> None:
         when = day(label.removeprefix("d: "))

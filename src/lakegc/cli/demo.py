@@ -21,7 +21,8 @@ _MARK = ".lakegc-demo"
 
 def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
          master: str = typer.Option("local[2]", "--master", help="Spark master for the GC run.")) -> None:
-    """Build a demo lake (seed 000's example: main keeps 21 days, dev 7; plus uncommitted leftovers),
+    """Build a demo lake (lakeFS's worked example of retention: main keeps 21 days, dev 7; plus uncommitted
+    leftovers),
     run GC on it and show what was collected."""
     directory = directory.resolve()
     if directory.exists() and any(directory.iterdir()):

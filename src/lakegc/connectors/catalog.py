@@ -1,4 +1,4 @@
-"""IOx-style catalog GC (seed 003, CLI.md `catalog gc`): a SQL table `parquet_file` naming the
+"""IOx-style catalog GC (InfluxDB IOx's garbage collector; `lakegc catalog gc`): a SQL table `parquet_file` naming the
 Parquet files of an object store, with a soft delete (`to_delete`, epoch nanoseconds).
 
 Two cutoffs, because two different readers must stay safe:

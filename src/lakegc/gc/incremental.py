@@ -1,4 +1,4 @@
-"""Incremental runs (DESIGN.md §6.6, seed 001's "optimized run"): what a run may skip because an
+"""Incremental runs (lakeFS's "optimized run"): what a run may skip because an
 earlier run already looked at it, decided by pure functions.
 
 Why skipping is safe. A slice is *settled* once no object can land in it any more and every object
@@ -25,22 +25,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable
 
 from lakegc.engine.runs import Run, RunState
-from lakegc.repo.slices import SLICE_MAX_AGE
+from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
 
 if TYPE_CHECKING:
     from lakegc.gc.refset import RefManifest
 
 # Room for clock differences between writers and GC, and for a write in flight when its slice closes.
 SETTLE_MARGIN = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class SliceWindow:
-    """A slice as the metastore knows it."""
-
-    name: str
-    created_at: datetime
-    writable_until: datetime | None  # None: unknown (slices from before schema v2)
 
 
 @dataclass(frozen=True)

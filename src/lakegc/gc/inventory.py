@@ -1,4 +1,4 @@
-"""Listing a namespace from an S3 Inventory instead of listing it (CLI.md "Inventory listing").
+"""Listing a namespace from an S3 Inventory instead of listing it (docs/cli.md, `gc run --inventory`).
 
 An inventory is a listing S3 writes once a day or week: a `manifest.json` naming data files
 (gzip'd CSV or Parquet) whose rows are the objects that existed when it was taken
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.incremental import SliceWindow
+from lakegc.repo.slices import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.engine.columns import LISTING, ddl
 from lakegc.gc.listing import list_namespace

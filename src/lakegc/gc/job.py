@@ -17,17 +17,17 @@ from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, new_run_id
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
-from lakegc.gc.fence import lower_fence, raise_fence
 from lakegc.gc.incremental import Plan, plan
 from lakegc.gc.inventory_format import load_inventory
 from lakegc.gc.lease import LEASE_TTL, Lease
 from lakegc.gc.mark import mark
 from lakegc.gc.outputs import ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.gc.refset import StateUnusable, TreeChange, load_manifest
-from lakegc.retention.rules import PolicyOf
+from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.gc.sweep import sweep
-from lakegc.repo.repository import Lake, Repository
+from lakegc.repo.gc_source import GcSource
+from lakegc.repo.repository import Lake
 from lakegc.storage.namespace import MARKER
 from lakegc.timeutil import utcnow
 
@@ -52,52 +52,51 @@ class GcOptions:
     inventory: str | None = None  # an S3 Inventory manifest.json to list the namespace from
 
 
-def resolve_policies(repo: Repository, cutoffs: tuple[str, ...], default_cutoff: str | None,
-                     now: datetime) -> tuple[PolicyOf, str]:
+def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None,
+                     now: datetime) -> Policies:
     """The run's policies (see `rules.resolve_policies`) with the repository's stored rules."""
-    return rules_policies(repo.gc_rules() if not (cutoffs or default_cutoff is not None) else None,
+    return rules_policies(source.rules() if not (cutoffs or default_cutoff is not None) else None,
                           cutoffs, default_cutoff, now)
 
 
-def check_namespace(repo: Repository) -> None:
+def check_namespace(source: GcSource) -> None:
     """GC only a namespace that answers, says it belongs to this repository, and passes the
     deletion guard: not the filesystem root or a home folder, holding no metastore database and,
     through symlinks too, neither holding nor inside another repository's namespace."""
-    check_root(repo.info.storage_namespace, f"the namespace of repository {repo.name!r}",
-               repo.lake.protected_places(except_repository=repo.name))
+    check_root(source.namespace, f"the namespace of repository {source.name!r}", source.protected_places())
     try:
-        owner = json.loads(repo.storage.read(MARKER)).get("repository")
+        owner = json.loads(source.storage.read(MARKER)).get("repository")
     except NamespaceError:
         raise
     except (LakegcError, OSError, ValueError) as exc:
-        raise NamespaceError(f"namespace {repo.info.storage_namespace} is unreachable or not a lakegc namespace: {exc}") from None
-    if owner != repo.name:
-        raise NamespaceError(f"namespace {repo.info.storage_namespace} belongs to repository {owner!r}, not {repo.name!r}")
+        raise NamespaceError(f"namespace {source.namespace} is unreachable or not a lakegc namespace: {exc}") from None
+    if owner != source.name:
+        raise NamespaceError(f"namespace {source.namespace} belongs to repository {owner!r}, not {source.name!r}")
 
 
 def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress,
            spark: "SparkSession | None" = None) -> Run:
     """Mark, then (unless dry-run or mark-only) sweep. Returns the run's record."""
-    repo = lake.repository(name)
+    source = lake.repository(name).gc_source()
     if options.min_age < timedelta(0):
         raise InvalidArgument("--min-age must not be negative")
     now = utcnow()
-    policy_of, policy = resolve_policies(repo, options.cutoffs, options.default_cutoff, now)
-    check_namespace(repo)
+    policies = resolve_policies(source, options.cutoffs, options.default_cutoff, now)
+    check_namespace(source)
     starting = None if spark is not None else _start_spark(options)  # the JVM starts during the rest of the preflight
-    inventory = load_inventory(options.inventory, repo.info.storage_namespace, now, options.min_age) \
+    inventory = load_inventory(options.inventory, source.namespace, now, options.min_age) \
         if options.inventory else None
     log = MetastoreRunLog(lake.metastore, name)
     run_id = new_run_id(now)
-    recorder = Recorder(log, run_folder(repo.storage, run_id))
+    recorder = Recorder(log, run_folder(source.storage, run_id))
     with Lease(lake.metastore, name, run_id) as lease:
-        _report_interrupted(log, repo, lease.interrupted)
-        chosen = plan_run(log, repo, options, policy)
+        _took_over(log, source, lease)
+        chosen = plan_run(log, source, options, policies.described)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
         run = Run(run_id, REPOSITORY, name, RunState.MARKING, options.dry_run, now.isoformat(),
                   (now - options.min_age).isoformat(), options.min_age.total_seconds(), mode=chosen.mode,
-                  mark_only=options.mark_only, policy=policy, mode_reason=chosen.reason + listed,
+                  mark_only=options.mark_only, policy=policies.described, mode_reason=chosen.reason + listed,
                   base_run_id=chosen.base.run_id if chosen.base else None)
         recorder.start(run, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
                              "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat(),
@@ -105,7 +104,8 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress
                                                         "created": inventory.created.isoformat()}})
         timed = PhaseTimer(run, phase)
         with recorder.recording(run):
-            result = mark(spark, repo, run_id, chosen, policy_of, now, options.min_age, timed, inventory=inventory)
+            result = mark(spark, source, run_id, chosen, policies.policy_of, now, options.min_age, timed,
+                          inventory=inventory)
             timed.stop()
             run.num_listed, run.num_young = result.num_listed, result.num_young
             run.record_counts(result.candidates)
@@ -116,23 +116,23 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress
             recorder.transition(run, RunState.MARKED)
         if options.dry_run or options.mark_only:
             return run
-        return _sweep(log, recorder, repo, run, phase, spark, lease)
+        return _sweep(log, recorder, source, run, phase, spark, lease)
 
 
-def plan_run(log: MetastoreRunLog, repo: Repository, options: GcOptions, policy: str) -> Plan:
+def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policy: str) -> Plan:
     """Clean or incremental (see `incremental.plan`), with the base run's settled slices and its
     reference set; clean, saying why, when that set cannot be used."""
     def missing(run: Run) -> list[str]:
-        return [name for name in BASE_OUTPUTS if not repo.storage.exists(run_prefix(run.run_id) + name)]
+        return [name for name in BASE_OUTPUTS if not source.storage.exists(run_prefix(run.run_id) + name)]
 
     chosen = plan(log.list(), options.clean, policy, options.min_age.total_seconds(), missing)
     if chosen.base is None:
         return chosen
     base = chosen.base.run_id
     try:
-        refs = load_manifest(repo.storage, run_prefix(base), chosen.base.refs_sha256)
-        TreeChange.between(refs, repo.metaranges(), set())  # every tree it knew is still here
-        settled = json.loads(repo.storage.read(run_prefix(base) + SETTLED))
+        refs = load_manifest(source.storage, run_prefix(base), chosen.base.refs_sha256)
+        TreeChange.between(refs, source.trees(), set())  # every tree it knew is still here
+        settled = json.loads(source.storage.read(run_prefix(base) + SETTLED))
     except (StateUnusable, ValueError) as exc:
         return Plan("clean", f"run {base}'s reference set cannot be used: {str(exc).removeprefix('error: ')}")
     return replace(chosen, settled=frozenset(settled), refs=refs)
@@ -143,38 +143,38 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = no_progress,
               conf: dict[str, str] | None = None) -> Run:
     """Delete the candidates of a marked run, re-checking each against what references it now.
     `run_id` may be a prefix only that run's id has."""
-    repo = lake.repository(name)
+    source = lake.repository(name).gc_source()
     log = MetastoreRunLog(lake.metastore, name)
     run_id = log.resolve(run_id)
     run, _ = log.get(run_id)
     if run.dry_run:
         raise InvalidArgument(f"run {run_id} was a dry run and deletes nothing; use `gc run --mark-only` to sweep later")
-    check_namespace(repo)
+    check_namespace(source)
     with Lease(lake.metastore, name, run_id) as lease:
-        _report_interrupted(log, repo, lease.interrupted)
+        _took_over(log, source, lease)
         run, _ = log.get(run_id)
         if run.state is not RunState.MARKED:
             raise InvalidArgument(f"run {run_id} is {run.state}: only a marked run can be swept")
         spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
-        return _sweep(log, Recorder(log, run_folder(repo.storage, run_id)), repo, run, phase, spark, lease)
+        return _sweep(log, Recorder(log, run_folder(source.storage, run_id)), source, run, phase, spark, lease)
 
 
-def _sweep(log: MetastoreRunLog, recorder: Recorder, repo: Repository, run: Run, phase: Phase,
+def _sweep(log: MetastoreRunLog, recorder: Recorder, source: GcSource, run: Run, phase: Phase,
            spark: "SparkSession", lease: Lease) -> Run:
     _, params = log.get(run.run_id)
     marked_now = datetime.fromisoformat(params["now"])
-    policy_of, _ = resolve_policies(repo, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
+    policy_of = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now).policy_of
     recorder.transition(run, RunState.SWEEPING)
     timed = PhaseTimer(run, phase)
     with recorder.recording(run):
         timed("re-checking and deleting candidates", f"{run.num_candidates} candidates")
-        marked_active = set(json.loads(repo.storage.read(run_prefix(run.run_id) + ACTIVE_COMMITS)))
-        fenced_active = raise_fence(repo.ms, repo.name, run.run_id, marked_active, params)
+        marked_active = set(json.loads(source.storage.read(run_prefix(run.run_id) + ACTIVE_COMMITS)))
+        fenced_active = source.raise_fence(run.run_id, marked_active, params)
         try:
-            swept = sweep(spark, repo, run.run_id, policy_of, marked_active, marked_now, fenced_active,
+            swept = sweep(spark, source, run.run_id, policy_of, marked_active, marked_now, fenced_active,
                           before_delete=lambda: _deadline(lease), refs_sha256=run.refs_sha256)
         finally:
-            lower_fence(repo.ms, repo.name, run.run_id)
+            source.lower_fence(run.run_id)
         timed.stop()
         run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
         run.num_failed, run.num_revived = swept.deletes.failed, swept.revived
@@ -193,10 +193,13 @@ def _deadline(lease: Lease) -> float:
     return time.time() + LEASE_TTL.total_seconds() / 2
 
 
-def _report_interrupted(log: MetastoreRunLog, repo: Repository, run_ids: list[str]) -> None:
-    """Rewrite the record of runs the lease found dead, so their folders say so too."""
-    for run_id in run_ids:
-        run_folder(repo.storage, run_id).write_record(log.get(run_id)[0])
+def _took_over(log: MetastoreRunLog, source: GcSource, lease: Lease) -> None:
+    """What taking the lease over settles: a dead sweeper's fence comes down (it can no longer
+    delete: every delete round ends at a deadline inside the lease it held, see `_deadline`), and
+    the runs it left working, which the lease closed as failed, say so in their folders too."""
+    source.lower_fence()
+    for run_id in lease.interrupted:
+        run_folder(source.storage, run_id).write_record(log.get(run_id)[0])
 
 
 def _start_spark(options: GcOptions) -> "SessionStart":

@@ -136,9 +136,6 @@ def _close_interrupted(conn: sa.Connection, repository: str, now: datetime) -> l
     ids = list(conn.execute(sa.select(t.gc_runs.c.id).where(working)).scalars())
     if ids:
         conn.execute(t.gc_runs.update().where(working).values(state="failed", error=INTERRUPTED, finished_at=now))
-    # A dead sweeper's fence comes down with its lease: it can no longer delete (every delete
-    # round ends at a deadline inside the lease it held, see gc.job._deadline).
-    conn.execute(t.gc_fences.delete().where(t.gc_fences.c.repository == repository))
     return ids
 
 

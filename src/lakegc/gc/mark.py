@@ -1,4 +1,4 @@
-"""Mark: compute a run's deletion candidates as one Spark job (DESIGN.md §6.3).
+"""Mark: compute a run's deletion candidates as one Spark job (docs/design.md, "What is live").
 
     candidates = listing(namespace, older than min-age)
                - addresses of every entry of the active commits   (each distinct range read once)
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
 
 from lakegc.engine.ages import listing_tally
 from lakegc.engine.arrowio import read_parquet
@@ -34,16 +33,16 @@ from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
 from lakegc.engine.runs import CandidateCounts
 from lakegc.retention.active import active_commits
-from lakegc.gc.incremental import Plan, SliceWindow, newly_settled
+from lakegc.gc.incremental import Plan, newly_settled
 from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.gc.listing import slices
 from lakegc.gc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
 from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
 from lakegc.gc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
 from lakegc.retention.rules import PolicyOf
+from lakegc.storage import Storage
 from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
-from lakegc.metastore import schema as t
-from lakegc.repo.repository import Repository
+from lakegc.repo.gc_source import GcSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,16 +66,16 @@ class MarkResult:
     refs_sha256: str  # the reference set's manifest, for the run's record
 
 
-def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
+def mark(spark: "SparkSession", source: GcSource, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
          min_age: timedelta, phase: Phase, inventory: Inventory | None = None) -> MarkResult:
     from pyspark.sql import functions as F
 
-    storage = repo.storage
+    storage = source.storage
     prefix = run_prefix(run_id)
     cutoff = now - min_age
 
-    windows = slice_windows(repo)
-    slice_names = slices(repo.storage)
+    windows = source.slice_windows()
+    slice_names = slices(storage)
     to_list = [name for name in slice_names if name not in plan.settled]
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
     listing, from_inventory = namespace_listing(spark, storage, to_list, windows, cutoff, inventory)
@@ -84,14 +83,15 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
     listed = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
     phase("snapshotting uncommitted references", f"{listed.judged} objects older than min-age")
-    num_uncommitted, graph, staging = snapshot_uncommitted(repo, uncommitted_key(run_id), now)
-    repo.storage.write(f"{prefix}{STAGING}", staging.to_json())  # the sweep re-checks only what was staged after
+    snapshot = snapshot_uncommitted(source, uncommitted_key(run_id), now)
+    num_uncommitted, graph = snapshot.uncommitted, snapshot.graph
+    storage.write(f"{prefix}{STAGING}", snapshot.staging.to_json())  # the sweep re-checks only what was staged after
 
     phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
     active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
-    repo.storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
+    storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
     settled_now = plan.settled | newly_settled(to_list, windows, set(listed.young_slices), now, min_age)
-    repo.storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
+    storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
     objects = listing.where(~listing.young).drop("young")
     num_rechecked = 0
@@ -107,7 +107,7 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
         judged = {"", *to_list}
         if plan.settled:  # nothing settled: every slice was listed, nothing to look up
             phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
-            suspects = _suspects(spark, repo, plan, refs, uncommitted).persist()
+            suspects = _suspects(spark, storage, plan, refs, uncommitted).persist()
             refs.cached.append(suspects)
             judged |= {r["slice"] for r in suspects.select("slice").distinct().collect()}  # slice names: few
             addresses = read_addresses(spark, storage, manifest, judged)
@@ -130,20 +130,12 @@ def mark(spark: "SparkSession", repo: Repository, run_id: str, plan: Plan, polic
                       candidate_ages(tallied), refs_sha256)
 
 
-def slice_windows(repo: Repository) -> dict[str, SliceWindow]:
-    """The metastore's slices of the repository (one per hour of writes at most: a small table)."""
-    with repo.ms.read() as conn:
-        rows = conn.execute(sa.select(t.slices.c.name, t.slices.c.created_at, t.slices.c.writable_until)
-                            .where(t.slices.c.repository == repo.name)).all()
-    return {r.name: SliceWindow(r.name, r.created_at, r.writable_until) for r in rows}
-
-
-def _suspects(spark: "SparkSession", repo: Repository, plan: Plan, refs: RefSet,
+def _suspects(spark: "SparkSession", storage: Storage, plan: Plan, refs: RefSet,
               uncommitted: "DataFrame") -> "DataFrame":
     """Addresses in the settled slices that had a reference at the base run and may have lost it
     (see `incremental`), with their slice: the last committed entry gone (`refs.lost`), no longer
     uncommitted, or revived by the base run's sweep."""
-    storage, base = repo.storage, plan.base.run_id  # type: ignore[union-attr]
+    base = plan.base.run_id  # type: ignore[union-attr]
     staged_then = read_parquet(spark, storage, [uncommitted_key(base)], UNCOMMITTED_DDL).select("address")
     revived = read_parquet(spark, storage, output_keys(storage, base, "revived"), ddl(CANDIDATES)).select("address")
     addresses = refs.lost.union(staged_then.join(uncommitted, "address", "left_anti")).union(revived)  # type: ignore[union-attr]

@@ -1,126 +1,39 @@
-"""What still references objects: the uncommitted snapshot (from the metastore) and the committed
-trees (ranges read on the executors).
+"""What still references objects: the uncommitted snapshot (taken through the repository's
+`GcSource`) and the committed trees (ranges read on the executors).
 
-Order matters (seed 001): the uncommitted snapshot is taken *before* the commit graph is read, so an
-object committed in between is seen either as staged or as committed, never as neither.
+Order matters: the uncommitted snapshot is taken *before* the commit graph is read, so an object
+committed in between is seen either as staged or as committed, never as neither (`GcSource.snapshot`
+does both in one read transaction).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
 
-from lakegc.errors import LakegcError
-from lakegc.retention.active import CommitNode
 from lakegc.engine.arrowio import write_driver_parquet
-from lakegc.metastore import schema as t
+from lakegc.engine.columns import ddl
+from lakegc.repo.gc_source import UNCOMMITTED, GcSource, Snapshot, StagingVersion, namespace_key
 from lakegc.repo.trees import read_metarange, read_range
-from lakegc.repo.repository import Repository
-from lakegc.storage import Storage, namespace_key_of, normalize_location
-
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-COPY_RECORD_WINDOW = timedelta(days=1)
-UNCOMMITTED_SCHEMA = pa.schema([("address", pa.string()), ("source", pa.string())])
-UNCOMMITTED_DDL = "address string, source string"
-ADDRESS_SCHEMA = "address string"
+UNCOMMITTED_DDL = ddl(UNCOMMITTED)
 RANGES_DDL = "range_id string, min_path string, trees long"
 COUNTS_DDL = "address string, n long, fresh long"
-_BATCH = 10_000  # uncommitted references streamed from the metastore at a time
 _DEDUP_ROWS = 1 << 18  # range entries summed together on an executor
 
 
-@dataclass(frozen=True)
-class Graph:
-    """The small things the driver holds: commits, branch HEADs, tags."""
-
-    commits: dict[str, CommitNode]
-    metaranges: dict[str, str]  # commit id -> metarange id
-    branches: dict[str, str]  # branch -> HEAD commit id
-    tags: list[str]  # tagged commit ids
-
-
-def namespace_key(namespace: str, address: str, kind: str) -> str | None:
-    """An address as a key of the namespace, or None when it lies outside (then GC ignores it)."""
-    if kind == "relative":
-        return address
-    try:  # through symlinks too: an alias of the namespace still names our object
-        return namespace_key_of(namespace, normalize_location(address))
-    except LakegcError:  # an unparsable external address references nothing of ours
-        return None
-
-
-@dataclass(frozen=True)
-class StagingVersion:
-    """Where a repository's staging stood at a snapshot (`repositories.staging_version`). A later
-    snapshot `since` it reads only what was staged or copied after (a sweep's re-check: a change,
-    not the live set)."""
-
-    version: int
-
-    def to_json(self) -> bytes:
-        return json.dumps({"staging_version": self.version}).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> "StagingVersion":
-        return cls(int(json.loads(data)["staging_version"]))
-
-
-def snapshot_uncommitted(repo: Repository, key: str, now: datetime,
-                         since: StagingVersion | None = None) -> tuple[int, Graph, StagingVersion]:
+def snapshot_uncommitted(source: GcSource, key: str, now: datetime, since: StagingVersion | None = None) -> Snapshot:
     """Write every uncommitted reference (staged entries of all branches, recent copy records, live
-    token addresses) to `key`, then read the commit graph, in that order and in one read transaction.
-    With `since`, only the entries staged and the copies recorded after it (live tokens: all, they
-    are few). Returns the count, the graph and where staging stood.
-
-    Copy records guard the race between a shallow copy and this snapshot (seed 001); the copy's own
-    staged entry or commit is the lasting reference, so records older than COPY_RECORD_WINDOW no
-    longer count (otherwise one copy, later reset, would pin its object forever)."""
-    namespace = repo.info.storage_namespace
-    staged_after = [] if since is None else [t.staged_entries.c.version > since.version]
-    copied_after = [] if since is None else [t.copy_records.c.version > since.version]
-    with repo.ms.read() as conn:
-        version = StagingVersion(conn.execute(sa.select(t.repositories.c.staging_version)
-                                              .where(t.repositories.c.name == repo.name)).scalar_one())
-        staged = conn.execution_options(stream_results=True).execute(
-            sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
-                t.staged_entries.c.repository == repo.name, t.staged_entries.c.tombstone.is_(False), *staged_after))
-        copies = conn.execution_options(stream_results=True).execute(
-            sa.select(t.copy_records.c.address).where(
-                t.copy_records.c.repository == repo.name, t.copy_records.c.created_at > now - COPY_RECORD_WINDOW,
-                *copied_after))
-        tokens = conn.execution_options(stream_results=True).execute(
-            sa.select(t.address_tokens.c.address).where(
-                t.address_tokens.c.repository == repo.name, t.address_tokens.c.expires_at > now))
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for source, result, has_kind in (("staged", staged, True), ("copy", copies, False), ("token", tokens, False)):
-                for rows in result.partitions(_BATCH):
-                    keys = [namespace_key(namespace, r[0], r[1] if has_kind else "relative") for r in rows]
-                    kept = [k for k in keys if k is not None]
-                    yield pa.RecordBatch.from_pydict({"address": kept, "source": [source] * len(kept)},
-                                                     schema=UNCOMMITTED_SCHEMA)
-
-        count = write_driver_parquet(repo.storage, key, batches(), UNCOMMITTED_SCHEMA)
-        graph = read_graph(conn, repo.name)
-    return count, graph, version
-
-
-def read_graph(conn: sa.Connection, repo: str) -> Graph:
-    rows = conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date,
-                                  t.commits.c.metarange_id).where(t.commits.c.repository == repo)).all()
-    branches = dict(conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(t.branches.c.repository == repo)).all())
-    tags = list(conn.execute(sa.select(t.tags.c.commit_id).where(t.tags.c.repository == repo)).scalars())
-    return Graph({r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows},
-                 {r.id: r.metarange_id for r in rows}, branches, tags)
+    token addresses; with `since`, only what was staged or copied after it, and the live tokens) to
+    `key` as Parquet streamed from the driver, and read the commit graph right after."""
+    return source.snapshot(now, lambda batches: write_driver_parquet(source.storage, key, batches, UNCOMMITTED), since)
 
 
 def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int]) -> "DataFrame":

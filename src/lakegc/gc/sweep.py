@@ -18,10 +18,10 @@ from lakegc.engine.delete import DEFERRED, DeleteTally, delete_objects, record_d
 from lakegc.gc.outputs import STAGING, output_keys, run_prefix
 from lakegc.errors import LakegcError
 from lakegc.retention.active import active_commits
-from lakegc.gc.references import UNCOMMITTED_DDL, StagingVersion, entry_counts, snapshot_uncommitted, tree_ranges
+from lakegc.gc.references import UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
 from lakegc.gc.refset import RANGES_DDL, RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.retention.rules import PolicyOf
-from lakegc.repo.repository import Repository
+from lakegc.repo.gc_source import GcSource, StagingVersion
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,21 +35,21 @@ class SweepResult:
     revived: int
 
 
-def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: PolicyOf, marked_active: set[str],
+def sweep(spark: "SparkSession", source: GcSource, run_id: str, policy_of: PolicyOf, marked_active: set[str],
           now: datetime, fenced_active: frozenset[str] | set[str] = frozenset(),
           before_delete: Callable[[], float] = lambda: float("inf"), refs_sha256: str | None = None
           ) -> SweepResult:
-    """Delete what the re-check leaves of a marked run's candidates. Runs behind the fence (`gc.fence`):
+    """Delete what the re-check leaves of a marked run's candidates. Runs behind the fence (`repo.fence`):
     `fenced_active` are the commits active when it went up, protected like those active now.
     What will be deleted is written to `to_delete/` first, so a sweep killed halfway has recorded
     everything it may have deleted. Deletes go in rounds: `before_delete` (the lease check) gives
     each round its deadline, and no executor starts a delete after it (see `_delete_batch`)."""
     from pyspark.sql import functions as F
 
-    storage = repo.storage
+    storage = source.storage
     prefix = run_prefix(run_id)
     candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
-    protected = _protected_now(spark, repo, run_id, refs_sha256, f"{prefix}recheck/uncommitted.parquet", policy_of,
+    protected = _protected_now(spark, source, run_id, refs_sha256, f"{prefix}recheck/uncommitted.parquet", policy_of,
                                marked_active, now, fenced_active)
     judged = (candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
               .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
@@ -68,7 +68,7 @@ def sweep(spark: "SparkSession", repo: Repository, run_id: str, policy_of: Polic
     return SweepResult(totals, sum(part.rows for part in written.get("revived", [])))
 
 
-def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, refs_sha256: str | None, uncommitted_key: str,
+def _protected_now(spark: "SparkSession", source: GcSource, run_id: str, refs_sha256: str | None, uncommitted_key: str,
                    policy_of: PolicyOf, marked_active: set[str], now: datetime,
                    fenced_active: frozenset[str] | set[str]) -> "DataFrame":
     """Addresses referenced now (or when the fence went up) that the mark did not count as
@@ -77,12 +77,12 @@ def _protected_now(spark: "SparkSession", repo: Repository, run_id: str, refs_sh
     since). A change, not the live set: what was uncommitted at the mark is not a candidate."""
     from pyspark.sql import functions as F
 
-    storage = repo.storage
+    storage = source.storage
     try:
         since: StagingVersion | None = StagingVersion.from_json(storage.read(run_prefix(run_id) + STAGING))
     except (LakegcError, OSError, ValueError, KeyError, TypeError):
         since = None  # a run marked before staging versions: everything uncommitted is re-checked
-    _, graph, _ = snapshot_uncommitted(repo, uncommitted_key, now, since)
+    graph = snapshot_uncommitted(source, uncommitted_key, now, since).graph
     active_now = active_commits(graph.commits, graph.branches, policy_of, graph.tags) | fenced_active
     newly_active = (active_now & graph.metaranges.keys()) - marked_active
     try:

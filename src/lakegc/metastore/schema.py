@@ -1,4 +1,4 @@
-"""Tables of the metastore (DESIGN.md §3), in SQLAlchemy Core so one definition serves SQLite and PostgreSQL."""
+"""Tables of the metastore (docs/design.md), in SQLAlchemy Core so one definition serves SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ gc_leases = sa.Table(
     sa.Column("expires_at", UtcDateTime, nullable=False),
 )
 
-# A sweep's fence (gc.fence): while a sweep deletes, the commits whose objects it may delete, which
+# A sweep's fence (repo.fence): while a sweep deletes, the commits whose objects it may delete, which
 # writers must not bring back (a ref onto them, a merge, revert or copy out of them).
 gc_fences = sa.Table(
     "gc_fences", metadata,

@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from lakegc.retention.active import CommitNode
+
 
 class AddressKind(StrEnum):
     RELATIVE = "relative"  # a key inside the repository's namespace
@@ -66,6 +68,17 @@ class Change:
     type: ChangeType
     left: Entry | None
     right: Entry | None
+
+
+@dataclass(frozen=True)
+class CommitGraph:
+    """The commit graph as retention reads it: commits (parents and dates), their trees, branch
+    HEADs and tagged commits. Small: the driver of a GC run holds it whole."""
+
+    commits: dict[str, CommitNode]
+    metaranges: dict[str, str]  # commit id -> metarange id
+    branches: dict[str, str]  # branch -> HEAD commit id
+    tags: list[str]  # tagged commit ids
 
 
 # A set of edits to a tree: path -> new entry, or None to remove the path.

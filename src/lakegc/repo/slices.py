@@ -1,4 +1,4 @@
-"""Slices and object ids (DESIGN.md §2): where an uploaded object lands in the namespace.
+"""Slices and object ids: where an uploaded object lands in the namespace.
 
 Slice names sort newest first (an inverted creation time), so a listing of `data/` meets new slices
 first and an incremental GC can stop at the last slice it read. A writer opens a new slice every
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 DATA_PREFIX = "data/"
@@ -37,3 +38,13 @@ def object_id() -> str:
 
 def object_key(slice_: str) -> str:
     return f"{DATA_PREFIX}{slice_}/{object_id()}"
+
+
+@dataclass(frozen=True)
+class SliceWindow:
+    """A slice as the metastore knows it: when it was opened and until when an object may still land
+    in it (incremental GC skips slices no object can land in any more)."""
+
+    name: str
+    created_at: datetime
+    writable_until: datetime | None  # None: unknown (slices from before schema v2)

@@ -1,4 +1,4 @@
-"""Physical-address tokens (DESIGN.md §5): an HMAC over repository, branch, path and address that
+"""Physical-address tokens: an HMAC over repository, branch, path and address that
 `link` accepts once and only until it expires. GC never deletes an address whose token is live."""
 
 from __future__ import annotations

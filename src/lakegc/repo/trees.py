@@ -1,4 +1,4 @@
-"""Committed trees as content-defined, content-addressed Parquet ranges (DESIGN.md §4).
+"""Committed trees as content-defined, content-addressed Parquet ranges.
 
 A tree is a metarange: the ordered list of its ranges. A range is a Parquet file of entries sorted
 by path. A range ends after a path whose hash hits a mask (a *natural* cut), or after MAX_ENTRIES.

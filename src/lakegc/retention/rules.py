@@ -149,13 +149,23 @@ def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
     return policy_of
 
 
+@dataclass(frozen=True)
+class Policies:
+    """A run's policies: the one each branch gets (None: a dangling commit), and how to describe
+    them in the run's record (a run is incremental only on a base described the same way)."""
+
+    policy_of: PolicyOf
+    described: str
+
+
 def resolve_policies(rules: GcRules | None, cutoffs: tuple[str, ...], default_cutoff: str | None,
-                     now: datetime) -> tuple[PolicyOf, str]:
-    """A run's policies, and how to describe them: cutoffs given for the run replace the stored
-    rules; otherwise the stored rules apply, and with none stored every commit stays."""
+                     now: datetime) -> Policies:
+    """Cutoffs given for the run replace the stored rules; otherwise the stored rules apply, and
+    with none stored every commit stays."""
     if cutoffs or default_cutoff is not None:
         parsed = [parse_cutoff(c, now) for c in cutoffs]
         default = parse_policy(default_cutoff, now) if default_cutoff is not None else KeepAll()
         described = " ".join(f"--cutoff {c}" for c in cutoffs) + f" --default-cutoff {default_cutoff or 'NONE'}"
-        return policies_from_cutoffs(parsed, default), described.strip()
-    return policies_from_rules(rules, now), ("rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit")
+        return Policies(policies_from_cutoffs(parsed, default), described.strip())
+    return Policies(policies_from_rules(rules, now),
+                    "rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit")

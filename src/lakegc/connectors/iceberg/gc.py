@@ -1,4 +1,4 @@
-"""Iceberg table GC (seed 004's Nessie GC job, for plain Iceberg catalogs; CLI.md `iceberg gc`):
+"""Iceberg table GC (what Nessie's GC does, for plain Iceberg catalogs; `lakegc iceberg gc`):
 expire snapshots, then delete the files under each table's location that nothing references.
 
 Safety rests on five rules:

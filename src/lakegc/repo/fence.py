@@ -29,54 +29,43 @@ delete batch checks the deadline its lease guaranteed (see `sweep`). `gc set-con
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any, Iterable
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any, Iterable
 
 from lakegc.errors import LakegcError
 from lakegc.retention.active import active_commits
-from lakegc.gc.references import read_graph
 from lakegc.retention.rules import PolicyOf, parse_rules, resolve_policies
-from lakegc.metastore import Metastore
-from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from lakegc.repo.store import Tx
 
 
 class FencedByGc(LakegcError):
     """A change refused because a running sweep may be deleting what it would bring back."""
 
 
-def raise_fence(ms: Metastore, repository: str, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
-    """Raise the fence of a sweep; returns the commits active now (the re-check protects them).
-    `params` are the run's recorded parameters (cutoffs, default_cutoff, now)."""
-    with ms.write() as conn:
-        graph = read_graph(conn, repository)
-        active = active_commits(graph.commits, graph.branches, _policy_of(conn, repository, params), graph.tags)
-        expired = sorted(set(graph.commits) - active - marked_active)
-        conn.execute(t.gc_fences.delete().where(t.gc_fences.c.repository == repository))
-        conn.execute(t.gc_fences.insert().values(repository=repository, run_id=run_id, expired=expired,
-                                                 parameters=_fence_params(params), raised_at=utcnow()))
+def raise_fence(tx: "Tx", run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+    """Raise the fence of a sweep, in the write transaction `tx`; returns the commits active now
+    (the re-check protects them). `params` are the run's recorded parameters (cutoffs,
+    default_cutoff, now)."""
+    graph = tx.commit_graph()
+    active = active_commits(graph.commits, graph.branches, _policy_of(tx, params), graph.tags)
+    expired = sorted(set(graph.commits) - active - marked_active)
+    tx.put_fence(run_id, expired, {k: params[k] for k in ("cutoffs", "default_cutoff", "now")}, utcnow())
     return active
 
 
-def lower_fence(ms: Metastore, repository: str, run_id: str) -> None:
-    with ms.write() as conn:
-        conn.execute(t.gc_fences.delete().where(t.gc_fences.c.repository == repository, t.gc_fences.c.run_id == run_id))
-
-
-def check(conn: Connection, repository: str, *, sources: Iterable[str] = (), branch: tuple[str, str] | None = None,
+def check(tx: "Tx", *, sources: Iterable[str] = (), branch: tuple[str, str] | None = None,
           rules_change: bool = False) -> None:
     """Refuse, inside a writer's transaction, a change that could bring back what a running sweep
     may delete: entries taken out of `sources` (commit ids), the ref `branch` (name, commit)
     created or moved, or a change of the retention rules."""
-    row = conn.execute(sa.select(t.gc_fences).where(t.gc_fences.c.repository == repository)).first()
+    row = tx.fence_row()
     if row is None:
         return
     expired = set(row.expired)
-    why = f"GC run {row.run_id} is deleting objects of expired commits of {repository!r}"
+    why = f"GC run {row.run_id} is deleting objects of expired commits of {tx.repository!r}"
     if rules_change:
         raise FencedByGc(f"{why}: change the GC rules once it has finished (`gc runs` shows it)")
     for commit_id in sources:
@@ -84,23 +73,20 @@ def check(conn: Connection, repository: str, *, sources: Iterable[str] = (), bra
             raise FencedByGc(f"{why}, and commit {commit_id[:12]} is one of them: try again once the run has finished")
     if branch is not None:
         name, commit_id = branch
-        graph = read_graph(conn, repository)
+        graph = tx.commit_graph()
         heads = {**graph.branches, name: commit_id}
-        revived = active_commits(graph.commits, heads, _policy_of(conn, repository, row.parameters), graph.tags) & expired
+        revived = active_commits(graph.commits, heads, _policy_of(tx, row.parameters), graph.tags) & expired
         if revived:
             raise FencedByGc(f"{why}: branch {name!r} at {commit_id[:12]} would keep {len(revived)} of them "
                              f"(e.g. {min(revived)[:12]}); try again once the run has finished")
 
 
-def _policy_of(conn: Connection, repository: str, params: dict[str, Any]) -> PolicyOf:
+def _policy_of(tx: "Tx", params: dict[str, Any]) -> PolicyOf:
     """The run's policies, from its recorded parameters and the stored rules (unchanged while the
     fence stands)."""
-    doc = conn.execute(sa.select(t.gc_rules.c.rules).where(t.gc_rules.c.repository == repository)).scalar()
+    import json
+
+    doc = tx.gc_rules_doc()
     rules = None if doc is None else parse_rules(json.dumps(doc))
-    policy_of, _ = resolve_policies(rules, tuple(params["cutoffs"]), params["default_cutoff"],
-                                    datetime.fromisoformat(params["now"]))
-    return policy_of
-
-
-def _fence_params(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: params[k] for k in ("cutoffs", "default_cutoff", "now")}
+    return resolve_policies(rules, tuple(params["cutoffs"]), params["default_cutoff"],
+                            datetime.fromisoformat(params["now"])).policy_of

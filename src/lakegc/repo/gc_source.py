@@ -1,0 +1,159 @@
+"""The one interface between repository GC (`lakegc.gc`) and the repository it collects.
+
+GC never reads the repository's tables. It asks a `GcSource` for what it needs: the commit graph,
+the uncommitted references (staged entries, recent copy records, live address tokens) together with
+the graph as they stood at one moment, the slices and until when each may still receive objects,
+the trees, the retention rules, and a fence around its sweep (`repo.fence`). lakeFS has its
+GarbageCollectionManager for this, Nessie a live-set SPI; here the repository answers the same way
+whatever stores its commits and staging (`RepositoryGcSource` reads them from the metastore).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+from lakegc.errors import LakegcError
+from lakegc.repo import fence
+from lakegc.repo.model import CommitGraph
+from lakegc.repo.slices import SliceWindow
+from lakegc.retention.rules import GcRules
+from lakegc.storage import Storage, namespace_key_of, normalize_location
+
+if TYPE_CHECKING:
+    from lakegc.engine.guard import Protected
+    from lakegc.repo.repository import Repository
+
+# Copy records close the race between a shallow copy and GC's snapshot of staging; the copy's own
+# staged entry (then its commit) is the lasting reference, so a record counts for a day only
+# (kept longer, one copy later reset would pin its object forever).
+COPY_RECORD_WINDOW = timedelta(days=1)
+UNCOMMITTED = pa.schema([("address", pa.string()), ("source", pa.string())])  # source: staged | copy | token
+_BATCH = 10_000  # uncommitted references streamed from the metastore at a time
+
+
+@dataclass(frozen=True)
+class StagingVersion:
+    """Where a repository's staging stood at a snapshot. A later snapshot `since` it reads only
+    what was staged or copied after (a sweep's re-check: a change, not the live set)."""
+
+    version: int
+
+    def to_json(self) -> bytes:
+        return json.dumps({"staging_version": self.version}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "StagingVersion":
+        return cls(int(json.loads(data)["staging_version"]))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What `GcSource.snapshot` saw: how many uncommitted references it wrote, the commit graph
+    right after them, and where staging stood."""
+
+    uncommitted: int
+    graph: CommitGraph
+    staging: StagingVersion
+
+
+Write = Callable[[Iterator[pa.RecordBatch]], int]  # stores UNCOMMITTED batches, returns the rows stored
+
+
+class GcSource(Protocol):
+    """What repository GC needs from the repository it collects (see the module)."""
+
+    name: str
+    namespace: str  # normalised: file:///abs/path or s3://bucket/prefix
+    storage: Storage
+
+    def rules(self) -> GcRules | None:
+        """The stored retention rules (None: keep every commit)."""
+        ...
+
+    def trees(self) -> set[str]:
+        """The metarange id of every commit (commits are never deleted: this set only grows)."""
+        ...
+
+    def slice_windows(self) -> dict[str, SliceWindow]: ...
+
+    def snapshot(self, now: datetime, write: Write, since: StagingVersion | None = None) -> Snapshot:
+        """Hand every uncommitted reference to `write` (as namespace keys; with `since`, only those
+        staged or copied after it, and the live tokens), then read the commit graph, both in one
+        read transaction and in that order: an object committed in between is seen as staged or as
+        committed, never as neither."""
+        ...
+
+    def raise_fence(self, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+        """Fence a sweep (`repo.fence`); returns the commits active now."""
+        ...
+
+    def lower_fence(self, run_id: str | None = None) -> None:
+        """Take the sweep's fence down (None: whatever fence stands, a dead sweeper's)."""
+        ...
+
+    def protected_places(self) -> list["Protected"]:
+        """What a delete in this namespace must never touch: the metastore, lakegc's home, every
+        other repository's namespace."""
+        ...
+
+
+def namespace_key(namespace: str, address: str, kind: str) -> str | None:
+    """An entry's address as a key of the namespace, or None when it lies outside (GC ignores it)."""
+    if kind == "relative":
+        return address
+    try:  # through symlinks too: an alias of the namespace still names our object
+        return namespace_key_of(namespace, normalize_location(address))
+    except LakegcError:  # an unparsable external address references nothing of ours
+        return None
+
+
+class RepositoryGcSource:
+    """A repository's `GcSource`, read from the metastore."""
+
+    def __init__(self, repo: "Repository"):
+        self.repo = repo
+        self.name, self.namespace, self.storage = repo.name, repo.info.storage_namespace, repo.storage
+
+    def rules(self) -> GcRules | None:
+        return self.repo.gc_rules()
+
+    def trees(self) -> set[str]:
+        with self.repo.store.read() as tx:
+            return tx.metaranges()
+
+    def slice_windows(self) -> dict[str, SliceWindow]:
+        with self.repo.store.read() as tx:
+            return {r.name: SliceWindow(r.name, r.created_at, r.writable_until) for r in tx.slice_rows()}
+
+    def snapshot(self, now: datetime, write: Write, since: StagingVersion | None = None) -> Snapshot:
+        with self.repo.store.read() as tx:
+            staging = StagingVersion(tx.staging_version())
+            streams = tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None if since is None else since.version)
+
+            def batches() -> Iterator[pa.RecordBatch]:
+                for source, result in streams:
+                    for rows in result.partitions(_BATCH):
+                        keys = [k for r in rows if (k := namespace_key(self.namespace, r[0], r[1])) is not None]
+                        yield pa.RecordBatch.from_pydict({"address": keys, "source": [source] * len(keys)},
+                                                         schema=UNCOMMITTED)
+
+            count = write(batches())
+            graph = tx.commit_graph()
+        return Snapshot(count, graph, staging)
+
+    def raise_fence(self, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+        with self.repo.store.write() as tx:
+            return fence.raise_fence(tx, run_id, marked_active, params)
+
+    def lower_fence(self, run_id: str | None = None) -> None:
+        with self.repo.store.write() as tx:
+            tx.drop_fence(run_id)
+
+    def protected_places(self) -> list["Protected"]:
+        return self.repo.lake.protected_places(except_repository=self.name)
