@@ -1,7 +1,8 @@
 """Iceberg GC (`lakegc iceberg gc`): expiry as a pure function over named histories, paths and hidden
 files as pure functions, then whole runs through the CLI on Spark against a pyiceberg SqlCatalog on
-SQLite with a local warehouse: expiry boundaries, retain-last, refs, orphans, prefix mismatch,
-shared and nested locations, gc.enabled, and a commit landing while a run is under way.
+SQLite with a local warehouse: expiry boundaries, retain-last, refs, orphans, the candidates' reasons
+(`expired`, `orphan`), prefix mismatch, shared and nested locations, gc.enabled, and a commit
+landing while a run is under way.
 
 Snapshot times come from a clock the tests set (pyiceberg stamps snapshots with `time.time()`), and
 every file is aged past the orphan min-age unless a test says otherwise, so only references protect.
@@ -15,6 +16,7 @@ import os
 import time as real_time
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -263,6 +265,42 @@ def ids(table) -> list[int]:  # type: ignore[no-untyped-def]
     return sorted(table.refresh().scan().to_arrow().column("id").to_pylist())
 
 
+def named_by(table, snapshots: set[int]) -> set[str]:  # type: ignore[no-untyped-def]
+    """A plain reading of what these snapshots name: their manifest lists, manifests, the files of
+    live entries, and their statistics files (no metadata file: a snapshot names none)."""
+    table = table.refresh()
+    uris = {s.statistics_path for s in table.metadata.statistics if s.snapshot_id in snapshots}
+    for snapshot_id in snapshots:
+        snapshot = table.snapshot_by_id(snapshot_id)
+        uris.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            uris.add(manifest.manifest_path)
+            uris.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+    return {parse_location(u).path for u in uris}
+
+
+def run_output(run: dict, output: str) -> pa.Table:
+    """One output of a run's folder (`candidates`, `deleted`: Parquet parts), empty if none."""
+    folder = Path(parse_location(run["location"]).path) / output
+    parts = sorted(folder.rglob("*.parquet")) if folder.exists() else []
+    return pa.concat_tables([pq.read_table(p) for p in parts]) if parts else pa.table({"address": [], "reason": []})
+
+
+def candidates_of(run: dict) -> dict[str, str]:
+    """A run's candidates: file path -> reason."""
+    table = run_output(run, "candidates")
+    return {parse_location(a).path: r for a, r in zip(table["address"].to_pylist(), table["reason"].to_pylist())}
+
+
+def deleted_of(run: dict) -> dict[str, str]:
+    """The files a run deleted (its deleted/ rows marked deleted): file path -> reason."""
+    table = run_output(run, "deleted")
+    if not table.num_rows:
+        return {}
+    return {parse_location(a).path: r for a, r, done in zip(table["address"].to_pylist(), table["reason"].to_pylist(),
+                                                            table["deleted"].to_pylist()) if done}
+
+
 def collectable(lake: Lake, location: str) -> set[str]:
     """Files under a table location that orphan removal may judge: not hidden, old enough."""
     root = lake.warehouse / location
@@ -301,6 +339,115 @@ def test_expire_then_orphans_dry_run_first_then_collect(lake: Lake):
     assert run["num_deleted"] == dry["num_candidates"] == len(gone)
     again = lake.gc("ns.t", older_than="5d").json()
     assert (again["num_candidates"], again["details"]["snapshots expired"]) == (0, 0)
+
+
+def test_expired_snapshots_files_are_expired_a_file_no_snapshot_named_is_orphan(lake: Lake):
+    """Why each candidate goes: a file only the snapshots this run expires named is `expired`; a
+    failed write's file, which no snapshot ever named, is `orphan`. The dry run and the run agree
+    file for file and reason for reason, and the run deletes exactly what the dry run listed."""
+    t = lake.table("ns.t")
+    s1 = lake.at(20, lambda: t.append(rows(1, 2)) or t)
+    s2 = lake.at(12, lambda: t.append(rows(3)) or t)
+    lake.at(8, lambda: t.overwrite(rows(1, 2, 3, 6)) or t)  # replaces S1's and S2's data files
+    head = lake.at(1, lambda: t.append(rows(7)) or t)
+    failed_write = lake.put(f"ns/t/data/00000-0-{uuid.uuid4()}.parquet", 10)
+    age_all(lake.warehouse)
+    expiring = snapshot_ids(t) - {head}
+    expired = named_by(t, expiring) - named_by(t, {head})
+    assert live_files(t, s1) | live_files(t, s2) <= expired  # the data files the overwrite replaced
+    expected = {**dict.fromkeys(expired, "expired"), str(failed_write): "orphan"}
+    before = lake.files()
+
+    dry = lake.gc("ns.t", older_than="5d", dry_run="").json()
+    assert lake.files() == before and dry["details"]["snapshots to expire"] == len(expiring) == 4
+    assert candidates_of(dry) == expected
+    assert dry["candidates_by_reason"] == {"expired": len(expired), "orphan": 1} and dry["num_candidates"] == len(expected)
+
+    run = lake.gc("ns.t", older_than="5d").json()
+    assert (run["state"], run["details"]["snapshots expired"]) == ("swept", 4) and snapshot_ids(t) == {head}
+    assert candidates_of(run) == expected and run["candidates_by_reason"] == dry["candidates_by_reason"]
+    assert deleted_of(run) == expected and (run["num_deleted"], run["num_failed"]) == (len(expected), 0)
+    assert {str(lake.warehouse / f) for f in before - lake.files()} == set(expected)  # deleted, nothing else
+    assert ids(t) == [1, 2, 3, 6, 7]
+    needed = referenced(t)
+    assert on_disk(lake, needed) == needed
+
+
+def test_a_file_an_expired_snapshot_shares_with_a_retained_one_is_kept(lake: Lake):
+    """Appends carry the earlier manifests and data files forward: S1's are named by S1, which
+    expires, and by the retained head too. Whatever label an expired snapshot's file would get,
+    one a retained snapshot names is no candidate."""
+    t, s = history(lake)
+    age_all(lake.warehouse)
+    shared = named_by(t, {s["S1"]}) & named_by(t, {s["S5"]})
+    assert live_files(t, s["S1"]) < shared  # S1's data file, and the manifest naming it
+    dry = lake.gc("ns.t", older_than="5d", dry_run="").json()
+    assert dry["details"]["snapshots to expire"] == 4 and not shared & set(candidates_of(dry))
+    run = lake.gc("ns.t", older_than="5d").json()
+    assert snapshot_ids(t) == {s["S5"]} and candidates_of(run) == candidates_of(dry)
+    assert not shared & set(deleted_of(run)) and on_disk(lake, shared) == shared
+    assert set(run["candidates_by_reason"]) == {"expired"} and ids(t) == [1, 2, 4, 5]
+
+
+def test_a_file_an_expired_snapshot_shares_with_another_tables_snapshot_is_kept(lake: Lake):
+    """A file a's expired snapshot added, and that another table adopted (add_files), stays
+    with the other table's snapshot: what is kept is decided across tables, whatever the label."""
+    a = lake.table("ns.a")
+    first = lake.at(9, lambda: a.append(rows(1)) or a)
+    (adopted,) = live_files(a, first)
+    other = lake.table("ns.other")
+    lake.at(9, lambda: other.add_files([Path(adopted).as_uri()]) or other)
+    lake.at(8, lambda: a.overwrite(rows(2)) or a)  # the file leaves a
+    head = lake.at(1, lambda: a.append(rows(3)) or a)
+    age_all(lake.warehouse)
+    expiring = snapshot_ids(a) - {head}
+    expected = dict.fromkeys(named_by(a, expiring) - named_by(a, {head}) - {adopted}, "expired")
+    assert adopted in named_by(a, expiring) and expected
+    run = lake.gc("ns.a", older_than="5d").json()
+    assert snapshot_ids(a) == {head} and deleted_of(run) == expected
+    assert run["candidates_by_reason"] == {"expired": len(expected)}
+    assert Path(adopted).exists() and ids(other) == [1] and ids(a) == [2, 3]
+
+
+def test_a_snapshot_a_tag_saves_while_the_expiry_commits_labels_none_of_its_files(lake: Lake, tmp_path: Path):
+    """The commit re-plans when a ref moves under it (`commit_expiry`): the tagged snapshot keeps
+    its files, and the candidates are the files of the three snapshots the run did expire, each
+    labelled `expired`."""
+    from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
+
+    t, s = history(lake)
+    age_all(lake.warehouse)
+
+    def phase(name: str, detail: str = "") -> None:
+        if name == "expiring snapshots":  # planned already: S1 to S4
+            lake.catalog.load_table("ns.t").manage_snapshots().create_tag(s["S2"], "audit").commit()
+
+    gone = {s["S1"], s["S3"], s["S4"]}
+    expected = dict.fromkeys(named_by(t, gone) - named_by(t, {s["S2"], s["S5"]}), "expired")
+    options = IcebergGcOptions(older_than=timedelta(days=5), runs_location=str(tmp_path / "runs"))
+    run = run_iceberg_gc("lake", ["ns.t"], options, phase)
+    assert snapshot_ids(t) == {s["S2"], s["S5"]} and run.details["snapshots expired"] == 3
+    assert deleted_of({"location": run.location}) == expected and run.candidates_by_reason == {"expired": len(expected)}
+    assert sorted(t.refresh().scan(snapshot_id=s["S2"]).to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_statistics_files_of_expired_snapshots_are_expired(lake: Lake):
+    """Expiring a snapshot drops its statistics from the metadata: the file is then an expired
+    snapshot's file; the retained snapshot's statistics stay."""
+    from pyiceberg.table.statistics import StatisticsFile
+
+    t, s = history(lake)
+    stats = {name: lake.warehouse / f"ns/t/metadata/{name}-stats.puffin" for name in ("S1", "S5")}
+    with t.update_statistics() as update:
+        for name, path in stats.items():
+            path.write_bytes(b"PFA1")
+            update.set_statistics(StatisticsFile(snapshot_id=s[name], statistics_path=path.as_uri(),
+                                                 file_size_in_bytes=4, file_footer_size_in_bytes=4, blob_metadata=[]))
+    age_all(lake.warehouse)
+    run = lake.gc("ns.t", older_than="5d").json()
+    assert snapshot_ids(t) == {s["S5"]} and set(run["candidates_by_reason"]) == {"expired"}
+    assert deleted_of(run)[str(stats["S1"])] == "expired" and not stats["S1"].exists()
+    assert stats["S5"].exists() and ids(t) == [1, 2, 4, 5]
 
 
 def test_retain_last_and_refs_keep_snapshots_and_their_files(lake: Lake):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from lakegc.connectors.iceberg.paths import Location, overlap, parse_location, symlink_conflict
 from lakegc.connectors.iceberg.reachable import TableFiles
@@ -39,6 +39,9 @@ class Loaded:
     target: bool  # named on the command line: expired and collected; otherwise it only protects
     catalog: str = ""  # another configured catalog it belongs to; "" for the catalog collected
     expire: set[int] = field(default_factory=set)  # planned, not yet committed
+    # the snapshots this run expires (or, dry, would), as the metadata named them before the expiry
+    # commit removed them: what tells their files (reason `expired`) from true orphans
+    expired: TableFiles | None = None
 
     @property
     def location(self) -> Location:
@@ -62,10 +65,14 @@ class Loaded:
         return str(self.table.metadata.table_uuid), self.table.metadata_location
 
     def files(self) -> TableFiles:
-        md = self.table.metadata
-        retained = frozenset(s.snapshot_id for s in md.snapshots if s.snapshot_id not in self.expire)
-        return TableFiles(dict(self.table.io.properties), self.table.location(), md, self.table.metadata_location,
-                          retained)
+        """The retained snapshots: all but those planned to expire."""
+        return self.files_of(s.snapshot_id for s in self.table.metadata.snapshots if s.snapshot_id not in self.expire)
+
+    def files_of(self, snapshot_ids: Iterable[int]) -> TableFiles:
+        """These snapshots of the table as loaded now (the metadata is kept: an expiry commit later
+        replaces `table`, not what this read)."""
+        return TableFiles(dict(self.table.io.properties), self.table.location(), self.table.metadata,
+                          self.table.metadata_location, frozenset(snapshot_ids))
 
 
 def real_location(location: Location) -> Location:

@@ -21,11 +21,16 @@ Safety rests on five rules:
   and may be retried), and neither are hidden paths (`_`/`.`, except partition folders).
 - Before deleting, the catalog is read again: if any table changed since the mark, what it now
   references is subtracted from the candidates.
+
+Each candidate says why it goes: `expired` when a snapshot this run expires (a dry run: would
+expire) named it, `orphan` when no snapshot did (a failed write's leftovers, say), `prefix
+mismatch` as above. The reason is a label on what the references above leave unreferenced: it is
+judged after, and never changes, which files are candidates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -36,7 +41,7 @@ from lakegc.connectors.iceberg.catalogs import (Loaded, changed_since, check_col
 from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
 from lakegc.connectors.iceberg.paths import (Location, PrefixMismatch, hidden, key_prefix, listing_plan,
                                             nested_locations, parse_location, under_any)
-from lakegc.connectors.iceberg.reachable import reachable_files
+from lakegc.connectors.iceberg.reachable import reachable_files, snapshot_files
 from lakegc.connectors.protected import connector_protected
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
 from lakegc.engine.arrowio import write_parquet
@@ -54,9 +59,9 @@ from lakegc.timeutil import shown_time, utcnow
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-ORPHAN, MISMATCH = "orphan", "prefix mismatch"
+ORPHAN, EXPIRED, MISMATCH = "orphan", "expired", "prefix mismatch"
 LOCATED_DDL = "uri string, key string, path string, scheme string, authority string, size long, mtime timestamp"
 _COMMIT_ATTEMPTS = 3
 CANDIDATES_DDL = ddl(CANDIDATES)
@@ -127,7 +132,9 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
 
 
 def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer) -> None:
-    """Commit the planned expiry of each collected table (a dry run only reports it)."""
+    """Commit the planned expiry of each collected table (a dry run only reports it). What the
+    expired snapshots named is kept first (`Loaded.expired`): the commit removes them from the
+    metadata, and the mark labels their files `expired`."""
     timed("expiring snapshots", f"{sum(len(t.expire) for t in tables)} snapshots older than "
                                 f"{duration_text(options.older_than.total_seconds())}")
     docs = []
@@ -135,11 +142,16 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
         if not t.target:
             continue
         planned = len(t.expire)
-        if not options.dry_run and t.expire:
-            before = {s.snapshot_id for s in t.table.metadata.snapshots}
+        if options.dry_run and t.expire:
+            t.expired = t.files_of(t.expire)
+        elif t.expire:
+            before = t.files_of(s.snapshot_id for s in t.table.metadata.snapshots)
             t.table = commit_expiry(t.table, now_ms, options)
             t.expire = set()
-            planned = len(before - {s.snapshot_id for s in t.table.metadata.snapshots})
+            # what the commit removed: its plan is made again if it lost a race with another commit
+            gone = before.retained - {s.snapshot_id for s in t.table.metadata.snapshots}
+            t.expired = replace(before, retained=gone) if gone else None
+            planned = len(gone)
         docs.append({"table": t.name, "location": t.table.location(), "snapshots expired": planned,
                      "snapshots kept": len(t.table.metadata.snapshots) - len(t.expire)})
     run.details["snapshots expired" if not options.dry_run else "snapshots to expire"] = sum(
@@ -164,7 +176,9 @@ def _mark(started: ConnectorRun, spark: "SparkSession", tables: list[Loaded], ro
     old = started.tally_listing(listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
-    unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch)
+    expired = [t.expired for t in tables if t.expired]
+    unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch,
+                         snapshot_files(spark, expired) if expired else None)
     started.write_candidates(unreferenced.withColumnRenamed("uri", "address"))
     listing.unpersist()
     timed.stop()
@@ -345,24 +359,49 @@ def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     return locate
 
 
-def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch) -> "DataFrame":
+def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch,
+          expired: "DataFrame | None" = None) -> "DataFrame":
     """The located files nothing references (uri, size, mtime, reason): `orphan`, or `prefix
     mismatch` when a reference names the same path under another scheme or authority (left out
-    with IGNORE; the caller refuses to go on with ERROR)."""
+    with IGNORE; the caller refuses to go on with ERROR). An orphan that `expired` (REACHABLE_DDL
+    rows: the files of the snapshots the run expires) names, compared as references are, is
+    `expired` instead: the label comes after the files are chosen and changes none of them."""
     from pyspark.sql import functions as F
 
     refs = reachable.select("path", F.col("scheme").alias("r_scheme"), F.col("authority").alias("r_authority"))
-    same = (((F.col("r_scheme") == "") | (F.col("r_scheme") == F.col("scheme")))
-            & ((F.col("r_authority") == "") | (F.col("r_authority") == F.col("authority"))))
     per_file = (located.join(refs, "path", "left")
-                .groupBy("uri", "size", "mtime")
-                .agg(F.max(F.coalesce(same, F.lit(False))).alias("referenced"),
+                .groupBy("uri", "size", "mtime", "path", "scheme", "authority")  # the last three follow from uri
+                .agg(F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("referenced"),
                      F.max(F.col("r_scheme").isNotNull()).alias("path_named")))
     unreferenced = per_file.where(~F.col("referenced"))
     if mode is PrefixMismatch.IGNORE:
         unreferenced = unreferenced.where(~F.col("path_named"))
-    return unreferenced.select("uri", "size", "mtime",
-                               F.when(F.col("path_named"), F.lit(MISMATCH)).otherwise(F.lit(ORPHAN)).alias("reason"))
+    orphan = F.lit(ORPHAN)
+    if expired is not None:
+        unreferenced = _expired_named(unreferenced, expired)
+        orphan = F.when(F.col("expired_named"), F.lit(EXPIRED)).otherwise(orphan)
+    return unreferenced.select("uri", "size", "mtime", F.when(F.col("path_named"), F.lit(MISMATCH)).otherwise(orphan)
+                               .alias("reason"))
+
+
+def _same_prefix() -> "Column":
+    """A reference (r_scheme, r_authority) names a located file (scheme, authority) of its path
+    when what it spells out matches: Iceberg's rule, what the metadata leaves out matches anything."""
+    from pyspark.sql import functions as F
+
+    return (((F.col("r_scheme") == "") | (F.col("r_scheme") == F.col("scheme")))
+            & ((F.col("r_authority") == "") | (F.col("r_authority") == F.col("authority"))))
+
+
+def _expired_named(unreferenced: "DataFrame", expired: "DataFrame") -> "DataFrame":
+    """The unreferenced files, each once, with `expired_named`: whether an expired snapshot's file
+    list names it (a left join: no file is added or dropped)."""
+    from pyspark.sql import functions as F
+
+    refs = expired.select("path", F.col("scheme").alias("r_scheme"), F.col("authority").alias("r_authority"))
+    return (unreferenced.join(refs, "path", "left")
+            .groupBy("uri", "size", "mtime", "path", "scheme", "authority", "path_named")
+            .agg(F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("expired_named")))
 
 
 def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") -> "DataFrame":

@@ -6,6 +6,10 @@ manifest list, the manifests it lists (data and delete manifests alike) and the 
 live entries (ADDED or EXISTING; an entry marked DELETED records a file the snapshot no longer has).
 The driver names only the first kind (a handful per snapshot); manifest lists and manifests are
 read on the executors, each distinct manifest once, so no file set ever gathers on the driver.
+
+The files of the snapshots a run expires are read the same way (`snapshot_files`), without the
+table's metadata files: they are what tells an expired snapshot's file from a true orphan (one no
+snapshot ever named), for the candidates' reason only, never for what is deleted.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ MANIFESTS_DDL = ("io long, manifest_path string, manifest_length long, partition
 @dataclass(frozen=True)
 class TableFiles:
     """What the executors need to read one table's manifests: its FileIO settings, and which
-    snapshots count."""
+    snapshots count (`retained`: the retained ones for what is reachable; for what an expiry let
+    go, the expired ones, with the metadata that still named them)."""
 
     io_properties: dict[str, str]
     location: str
@@ -51,6 +56,17 @@ def named_by_metadata(t: TableFiles) -> list[str]:
     return files
 
 
+def named_by_snapshots(t: TableFiles) -> list[str]:
+    """Files the table metadata names for the counted snapshots alone (pure): their manifest lists
+    and their statistics and partition-statistics files; not the metadata files, which the table's
+    current state names whatever its snapshots."""
+    md = t.metadata
+    files = [s.manifest_list for s in md.snapshots if s.snapshot_id in t.retained and s.manifest_list]
+    files += [s.statistics_path for s in md.statistics if s.snapshot_id in t.retained]
+    files += [s.statistics_path for s in md.partition_statistics if s.snapshot_id in t.retained]
+    return files
+
+
 def location_rows(uris: list[str]) -> pa.RecordBatch:
     parsed = [parse_location(uri) for uri in uris]
     return pa.RecordBatch.from_pydict({"uri": uris, "path": [p.path for p in parsed],
@@ -59,6 +75,18 @@ def location_rows(uris: list[str]) -> pa.RecordBatch:
 
 def reachable_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFrame":
     """Every file the tables' retained state needs (REACHABLE_DDL rows, distinct)."""
+    return _files(spark, tables, [uri for t in tables for uri in named_by_metadata(t)])
+
+
+def snapshot_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFrame":
+    """Every file the counted snapshots of the tables name, metadata files aside (REACHABLE_DDL
+    rows, distinct): manifest lists, statistics, manifests and the files of their live entries."""
+    return _files(spark, tables, [uri for t in tables for uri in named_by_snapshots(t)])
+
+
+def _files(spark: "SparkSession", tables: list[TableFiles], named_uris: list[str]) -> "DataFrame":
+    """`named_uris` (named on the driver), and the manifests and live files of the counted
+    snapshots' manifest lists, read on the executors."""
     settings = [(t.io_properties, t.location) for t in tables]
     lists = [(i, s.manifest_list) for i, t in enumerate(tables) for s in t.metadata.snapshots
              if s.snapshot_id in t.retained and s.manifest_list]
@@ -90,7 +118,7 @@ def reachable_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFra
                 if live:
                     yield location_rows(live)
 
-    named = location_rows([uri for t in tables for uri in named_by_metadata(t)]).to_pylist()
+    named = location_rows(named_uris).to_pylist()
     small = spark.createDataFrame([tuple(row.values()) for row in named], REACHABLE_DDL)
     list_df = spark.createDataFrame(lists or [(0, "")], "io long, manifest_list string")
     if not lists:
