@@ -104,8 +104,8 @@ def first_problem(exc: "ValidationError", whole: str) -> str:
 
 
 def first_line(exc: BaseException | str, limit: int = 300) -> str:
-    """The first line of an error's text (its type's name when it has none), cut at `limit`: what
-    an `error:` line quotes of an error raised by a library."""
-    text = (str(exc).strip() or (type(exc).__name__ if isinstance(exc, BaseException) else ""))
-    line = text.splitlines()[0] if text else ""
+    """The first line of an error's text (of an exception without one, its type's name), cut at
+    `limit`: what an `error:` line quotes of an error a library raised."""
+    text = str(exc).strip() or (type(exc).__name__ if isinstance(exc, BaseException) else "")
+    line = text.splitlines()[0].strip() if text else ""
     return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -17,6 +17,7 @@ import sys
 import traceback
 from typing import Sequence
 
+from lakegc.errors import first_line
 from lakegc.redact import mask_secrets
 
 MAX_LENGTH = 500
@@ -35,7 +36,7 @@ def describe(classes: Sequence[str], text: str, *, jvm_gone: bool = False) -> st
     text = text.strip()
     name = _short(classes[0]) if classes else "Exception"
     if jvm_gone or "py4j.protocol.Py4JNetworkError" in classes:
-        return _cut(f"Spark's JVM is gone ({_with_type(name, _first_line(text))})")
+        return _cut(f"Spark's JVM is gone ({_with_type(name, first_line(text, MAX_LENGTH))})")
     if _TRACEBACK in text:  # a Python worker's traceback: its last exception is the cause
         return _cut(_python_error(text.rsplit(_TRACEBACK, 1)[1]) + ON_EXECUTOR)
     lost = _LOST_TASK.search(text)
@@ -43,10 +44,10 @@ def describe(classes: Sequence[str], text: str, *, jvm_gone: bool = False) -> st
         return _cut(_java_error(lost["rest"]) + ON_EXECUTOR)
     call = _JAVA_CALL.match(text)
     if call:  # a Java exception thrown by a call into the JVM (Py4JJavaError)
-        return _cut(_java_error(_first_line(call["rest"])))
+        return _cut(_java_error(first_line(call["rest"], MAX_LENGTH)))
     if classes and classes[0].startswith("lakegc."):
         return _cut(text or name)  # our own errors are written to be read as they are
-    return _cut(_with_type(name, _first_line(text)))
+    return _cut(_with_type(name, first_line(text, MAX_LENGTH)))
 
 
 def cause(exc: BaseException) -> str:
@@ -125,8 +126,6 @@ def _short(qualified: str) -> str:
     return qualified.rsplit(".", 1)[-1]
 
 
-def _first_line(text: str) -> str:
-    return text.strip().split("\n", 1)[0].strip()
 
 
 def _cut(line: str) -> str:

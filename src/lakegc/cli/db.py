@@ -9,7 +9,7 @@ from lakegc.cli.main import new_app, state
 app = new_app("Metastore schema.")
 
 
-@app.command("init")
+@app.command("init", epilog="Example: lakegc --metastore postgresql+psycopg://gc@db/lakegc db init")
 def init(ctx: typer.Context) -> None:
     """Create or migrate the metastore schema."""
     st = state(ctx)
@@ -17,7 +17,7 @@ def init(ctx: typer.Context) -> None:
     typer.echo(f"metastore ready (schema version {version})")
 
 
-@app.command("schema")
+@app.command("schema", epilog="Example: lakegc --metastore postgresql+psycopg://gc@db/lakegc db schema")
 def schema(ctx: typer.Context) -> None:
     """Print the DDL of the metastore schema for this database."""
     typer.echo(state(ctx).lake.metastore.ddl(), nl=False)

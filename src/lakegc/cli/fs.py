@@ -18,7 +18,7 @@ from lakegc.uri import parse_uri
 app = new_app("Upload, read, list, copy, link and remove objects.")
 
 
-@app.command("upload")
+@app.command("upload", epilog="Example: lakegc fs upload lakegc://lake/main/events/part-0 --source part-0.parquet")
 def upload(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", "-s", help="A file, or - for stdin."),
            as_json: bool = JSON) -> None:
     """Write an object under the namespace's data/ and stage it on the branch."""
@@ -38,7 +38,7 @@ def upload(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--sour
         output.say(f"{target}: {entry.size} bytes staged at {repo.physical_address(entry)}")
 
 
-@app.command("cat")
+@app.command("cat", epilog="Example: lakegc fs cat lakegc://lake/main/events/part-0 > part-0.parquet")
 def cat(ctx: typer.Context, uri: str) -> None:
     """Write an object's content to stdout."""
     target = parse_uri(uri, need_path=True)
@@ -47,32 +47,33 @@ def cat(ctx: typer.Context, uri: str) -> None:
     sys.stdout.flush()
 
 
-@app.command("stat")
+@app.command("stat", epilog="Example: lakegc fs stat lakegc://lake/main/events/part-0 --json")
 def stat(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """Show an object's entry."""
     target = parse_uri(uri, need_path=True)
     repo = state(ctx).repo(target)
-    doc = output.entry_doc(repo, repo.stat(target.ref, target.path))
+    entry = repo.stat(target.ref, target.path)
+    doc = output.entry_doc(repo, entry)
     if as_json:
         output.emit_json(doc)
     else:
-        output.table("FIELD", "VALUE", rows=[[k, v] for k, v in doc.items()])
+        output.table("FIELD", "VALUE", rows=[[k, output.when(entry.mtime) if k == "mtime" else v] for k, v in doc.items()])
 
 
-@app.command("ls")
+@app.command("ls", epilog="Example: lakegc fs ls lakegc://lake/main/events/ --json")
 def ls(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """List objects under a prefix, recursively (staged changes included on a branch)."""
     target = parse_uri(uri, need_ref=True)
     repo = state(ctx).repo(target)
-    docs = [output.entry_doc(repo, e) for e in repo.list(target.ref, target.path or "")]
+    entries = list(repo.list(target.ref, target.path or ""))
     if as_json:
-        output.emit_json(docs)
+        output.emit_json([output.entry_doc(repo, e) for e in entries])
     else:
         output.table("PATH", "SIZE", "MTIME", "PHYSICAL ADDRESS",
-                     rows=[[d["path"], d["size"], d["mtime"], d["physical_address"]] for d in docs])
+                     rows=[[e.path, e.size, output.when(e.mtime), repo.physical_address(e)] for e in entries])
 
 
-@app.command("rm")
+@app.command("rm", epilog="Example: lakegc fs rm lakegc://lake/main/events/part-0")
 def rm(ctx: typer.Context, uri: str) -> None:
     """Stage the deletion of an object."""
     target = parse_uri(uri, need_path=True)
@@ -80,7 +81,7 @@ def rm(ctx: typer.Context, uri: str) -> None:
     output.say(f"{target}: deletion staged")
 
 
-@app.command("cp")
+@app.command("cp", epilog="Example: lakegc fs cp lakegc://lake/main/events/part-0 lakegc://lake/dev/events/part-0")
 def cp(ctx: typer.Context, source: str, dest: str, as_json: bool = JSON) -> None:
     """Copy an object to a path on a branch, sharing its physical object (shallow copy)."""
     src, dst = parse_uri(source, need_path=True), parse_uri(dest, need_path=True)
@@ -94,11 +95,13 @@ def cp(ctx: typer.Context, source: str, dest: str, as_json: bool = JSON) -> None
         output.say(f"{src} -> {dst}")
 
 
-@app.command("link")
+@app.command("link", epilog="Example: lakegc fs link lakegc://lake/main/big --address ADDR --token TOKEN --size 1048576 --checksum MD5")
 def link(ctx: typer.Context, uri: str,
          address: str = typer.Option(..., "--address", help="Physical address (full URI or namespace key)."),
          token: Optional[str] = typer.Option(None, "--token", help="Token from `fs get-address` (in-namespace addresses)."),
-         size: int = typer.Option(..., "--size", min=0), checksum: str = typer.Option(..., "--checksum"),
+         size: int = typer.Option(..., "--size", min=0, help="Size in bytes."),
+         checksum: str = typer.Option(..., "--checksum", help="MD5 of the content in hex, or the store's ETag; an "
+                                                              "in-namespace object must match it."),
          as_json: bool = JSON) -> None:
     """Stage an object that already exists in storage."""
     target = parse_uri(uri, need_path=True)
@@ -110,7 +113,7 @@ def link(ctx: typer.Context, uri: str,
         output.say(f"{target}: linked to {repo.physical_address(entry)}")
 
 
-@app.command("get-address")
+@app.command("get-address", epilog="Example: lakegc fs get-address lakegc://lake/main/big --ttl 6h --json")
 def get_address(ctx: typer.Context, uri: str,
                 ttl: str = typer.Option(f"{int(DEFAULT_TOKEN_TTL.total_seconds() // 3600)}h", "--ttl",
                                         help="How long the token stays valid."),
@@ -124,4 +127,5 @@ def get_address(ctx: typer.Context, uri: str,
     if as_json:
         output.emit_json(doc)
     else:
-        output.table("FIELD", "VALUE", rows=[[k, v] for k, v in doc.items()])
+        output.table("FIELD", "VALUE", rows=[*[[k, v] for k, v in doc.items() if k != "expires_at"],
+                                             ["expires_at", output.when(claims.expires_at)]])

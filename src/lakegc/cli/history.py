@@ -64,6 +64,14 @@ def diff(ctx: typer.Context, left: str, right: Optional[str] = typer.Argument(No
                                                for c in changes])
 
 
+EXAMPLES = {
+    "commit": 'lakegc commit lakegc://lake/main -m "daily load" --json',
+    "merge": "lakegc merge lakegc://lake/dev lakegc://lake/main -m 'release'",
+    "log": "lakegc log lakegc://lake/main --amount 10",
+    "diff": "lakegc diff lakegc://lake/main lakegc://lake/dev  ·  lakegc diff lakegc://lake/dev (uncommitted)",
+}
+
+
 def register(app: typer.Typer) -> None:
     for fn in (commit, merge, log, diff):
-        app.command(fn.__name__)(fn)
+        app.command(fn.__name__, epilog=f"Example: {EXAMPLES[fn.__name__]}")(fn)

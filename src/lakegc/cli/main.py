@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from lakegc.cli import output
-from lakegc.errors import LakegcError
+from lakegc.errors import LakegcError, first_line
 from lakegc.failures import cause, jvm_gone
 from lakegc.metastore import Metastore
 from lakegc.redact import mask_secrets, shown
@@ -45,7 +45,7 @@ def error_message(exc: Exception) -> str:
     if isinstance(exc, LakegcError):
         return str(exc)
     if isinstance(exc, sa.exc.SQLAlchemyError):
-        return "metastore: " + str(getattr(exc, "orig", None) or exc).strip().split("\n")[0]
+        return "metastore: " + first_line(getattr(exc, "orig", None) or exc, 1000)
     if isinstance(exc, OSError) and not jvm_gone(exc):
         return f"storage: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     return cause(exc)
@@ -135,7 +135,7 @@ def _register() -> None:
     app.add_typer(connectors.catalog_app, name="catalog")
     app.add_typer(connectors.iceberg_app, name="iceberg")
     history.register(app)
-    app.command("demo")(demo.demo)
+    app.command("demo", epilog="Example: lakegc demo --dir /tmp/lakegc-demo")(demo.demo)
 
 
 _register()

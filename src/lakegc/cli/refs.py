@@ -19,7 +19,7 @@ JSON = typer.Option(False, "--json", help="Print one JSON document.")
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
-@repo_app.command("create")
+@repo_app.command("create", epilog="Example: lakegc repo create lakegc://lake s3://bucket/lake")
 def repo_create(ctx: typer.Context, uri: str, namespace: str,
                 default_branch: str = typer.Option("main", "--default-branch"), as_json: bool = JSON) -> None:
     """Create a repository over an empty storage namespace, with an initial empty commit."""
@@ -34,7 +34,7 @@ def repo_create(ctx: typer.Context, uri: str, namespace: str,
                    f"(default branch {info.default_branch!r})")
 
 
-@repo_app.command("list")
+@repo_app.command("list", epilog="Example: lakegc repo list --json")
 def repo_list(ctx: typer.Context, as_json: bool = JSON) -> None:
     """List repositories."""
     repos = state(ctx).lake.repositories()
@@ -45,7 +45,7 @@ def repo_list(ctx: typer.Context, as_json: bool = JSON) -> None:
                      rows=[[r.name, r.storage_namespace, r.default_branch, output.when(r.created_at)] for r in repos])
 
 
-@repo_app.command("delete")
+@repo_app.command("delete", epilog="Example: lakegc repo delete lakegc://lake --yes")
 def repo_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     """Delete a repository's metadata (its namespace and objects stay)."""
     target = parse_uri(uri)
@@ -56,7 +56,7 @@ def repo_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     output.say(f"Repository {target.repo!r} deleted")
 
 
-@branch_app.command("create")
+@branch_app.command("create", epilog="Example: lakegc branch create lakegc://lake/dev --source lakegc://lake/main")
 def branch_create(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", help="lakegc://REPO/REF"),
                   as_json: bool = JSON) -> None:
     """Create a branch at the commit SOURCE names."""
@@ -69,7 +69,7 @@ def branch_create(ctx: typer.Context, uri: str, source: str = typer.Option(..., 
         output.say(f"Branch {branch.name!r} created at {branch.head}")
 
 
-@branch_app.command("delete")
+@branch_app.command("delete", epilog="Example: lakegc branch delete lakegc://lake/dev --yes")
 def branch_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     """Delete a branch and its staged changes."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
@@ -79,7 +79,7 @@ def branch_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     output.say(f"Branch {target.ref!r} deleted")
 
 
-@branch_app.command("list")
+@branch_app.command("list", epilog="Example: lakegc branch list lakegc://lake --json")
 def branch_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """List branches and their HEAD commits."""
     branches = state(ctx).repo(parse_uri(uri)).branches()
@@ -89,7 +89,7 @@ def branch_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
         output.table("BRANCH", "COMMIT", rows=[[b.name, b.head] for b in branches])
 
 
-@branch_app.command("reset")
+@branch_app.command("reset", epilog="Example: lakegc branch reset lakegc://lake/dev --yes")
 def branch_reset(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     """Drop all staged (uncommitted) changes of a branch."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
@@ -99,7 +99,7 @@ def branch_reset(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     output.say(f"Branch {target.ref!r} reset: {dropped} staged change(s) dropped")
 
 
-@branch_app.command("revert")
+@branch_app.command("revert", epilog="Example: lakegc branch revert lakegc://lake/main 3f2a9c1e")
 def branch_revert(ctx: typer.Context, uri: str, commit: str,
                   parent_number: int = typer.Option(1, "--parent-number", help="For a merge: which parent to revert to."),
                   date: Optional[str] = typer.Option(None, "--date", help="Commit date (ISO 8601 or Unix seconds)."),
@@ -119,7 +119,7 @@ def branch_revert(ctx: typer.Context, uri: str, commit: str,
         typer.echo(result.id)
 
 
-@tag_app.command("create")
+@tag_app.command("create", epilog="Example: lakegc tag create lakegc://lake/v1 lakegc://lake/main")
 def tag_create(ctx: typer.Context, uri: str, ref: str, as_json: bool = JSON) -> None:
     """Create tag lakegc://REPO/TAG at lakegc://REPO/REF."""
     target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(ref, need_ref=True, allow_path=False)
@@ -131,7 +131,7 @@ def tag_create(ctx: typer.Context, uri: str, ref: str, as_json: bool = JSON) -> 
         output.say(f"Tag {tag.name!r} created at {tag.commit_id}")
 
 
-@tag_app.command("delete")
+@tag_app.command("delete", epilog="Example: lakegc tag delete lakegc://lake/v1")
 def tag_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     """Delete a tag (the commit stays)."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
@@ -139,7 +139,7 @@ def tag_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
     output.say(f"Tag {target.ref!r} deleted")
 
 
-@tag_app.command("list")
+@tag_app.command("list", epilog="Example: lakegc tag list lakegc://lake --json")
 def tag_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """List tags."""
     tags = state(ctx).repo(parse_uri(uri)).tags()

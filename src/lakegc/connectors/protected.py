@@ -31,8 +31,8 @@ def connector_protected(metastore_url: str | None, runs_location: str, catalog_u
 def iceberg_table_places() -> list[Protected]:
     """The location of every table of every catalog configured for pyiceberg (none configured:
     nothing). A configured catalog that cannot be read fails the run: safety can't be shown."""
-    from lakegc.connectors.iceberg.catalogs import all_table_names, first_line, load_catalog, other_catalog_names
-    from lakegc.errors import LakegcError
+    from lakegc.connectors.iceberg.catalogs import all_table_names, load_catalog, other_catalog_names
+    from lakegc.errors import LakegcError, first_line
 
     places = []
     for name in other_catalog_names(""):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakegc.engine.columns import ddl
 from lakegc.storage import Storage, read_table
 
 if TYPE_CHECKING:
@@ -58,7 +59,6 @@ class Written:
 Tally = Callable[[pa.RecordBatch], pa.Table]  # a batch's contribution to a summary: key columns + summed columns
 _PARTS_SCHEMA = pa.schema([("value", pa.string()), ("key", pa.string()), ("rows", pa.int64()), ("sha256", pa.string()),
                            ("tally", pa.binary())])  # a written part, as its task reports it (`_part_row`)
-_PARTS_DDL = "value string, key string, rows long, sha256 string, tally binary"
 
 
 def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
@@ -81,7 +81,7 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
         if stored is not None:  # an empty partition writes no part
             yield _part_row("", stored, sum_tallies(sums, tally[1]) if tally else None)
 
-    parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in df.mapInArrow(write, _PARTS_DDL).collect()]
+    parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in df.mapInArrow(write, ddl(_PARTS_SCHEMA)).collect()]
     tallies = [p.tally for p in parts if p.tally is not None]
     return Written(parts, sum_tallies(tallies, tally[1]) if tally and tallies else None)
 
@@ -119,7 +119,7 @@ def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], s
 
     tasks = df.sparkSession.sparkContext.defaultParallelism * 2
     out: dict[str, list[Part]] = {}
-    for row in df.repartition(tasks, group).mapInArrow(write, _PARTS_DDL).collect():
+    for row in df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA)).collect():
         out.setdefault(row["value"], []).append(Part(row["key"], row["rows"], row["sha256"]))
     return out
 

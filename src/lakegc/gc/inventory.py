@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.repo.slices import SliceWindow
 from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.engine.columns import LISTING, ddl
@@ -154,7 +154,7 @@ class _Reader:
         except LakegcError as exc:
             raise InvalidArgument(f"inventory data file {location} cannot be read as {fmt}: {exc}") from None
         except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
-            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            detail = first_line(exc, 1000)
             what = "gzip'd CSV" if fmt is Format.CSV else "Parquet"
             raise InvalidArgument(f"inventory data file {location} is not {what} with the manifest's fileSchema: "
                                   f"{detail}") from None

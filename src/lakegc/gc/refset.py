@@ -36,14 +36,13 @@ import pyarrow.parquet as pq
 from lakegc.errors import CorruptMetadata, LakegcError
 from lakegc.engine.arrowio import write_groups, write_parquet
 from lakegc.gc.outputs import MANIFEST
-from lakegc.gc.references import entry_counts, tree_ranges
+from lakegc.gc.references import RANGES_DDL, entry_counts, tree_ranges
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-RANGES_DDL = "range_id string, min_path string, trees long"
 ADDRESSES_DDL = "address string, n long"
 SLICE_OF_KEY = r"^data/([^/]+)/."  # the slice an address lies in ('' when none)
 _SLICE_OF_KEY_NAMED = r"^data/(?P<slice>[^/]+)/."  # the same, for Arrow's regexes on the executors

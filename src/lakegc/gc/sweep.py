@@ -18,8 +18,8 @@ from lakegc.engine.delete import DEFERRED, DeleteTally, delete_objects, record_d
 from lakegc.gc.outputs import STAGING, output_keys, run_prefix
 from lakegc.errors import LakegcError
 from lakegc.retention.active import active_commits
-from lakegc.gc.references import UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
-from lakegc.gc.refset import RANGES_DDL, RefManifest, StateUnusable, load_manifest, read_refs
+from lakegc.gc.references import RANGES_DDL, UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
+from lakegc.gc.refset import RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.retention.rules import PolicyOf
 from lakegc.repo.gc_source import GcSource, StagingVersion
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from lakegc.errors import MetastoreError
+from lakegc.errors import MetastoreError, first_line
 from lakegc.metastore import schema
 from lakegc.redact import mask_secrets
 from lakegc.settings import lakegc_home, load_settings
@@ -196,4 +196,4 @@ def _errors(url: str) -> Iterator[None]:
     except sa.exc.DBAPIError as exc:
         if not isinstance(exc, sa.exc.OperationalError) and getattr(exc.orig, "sqlstate", None) != _PG_NO_PRIVILEGE:
             raise
-        raise MetastoreError(f"metastore {mask_secrets(url)}: {str(exc.orig).strip().splitlines()[0]}") from None
+        raise MetastoreError(f"metastore {mask_secrets(url)}: {first_line(exc.orig, 1000)}") from None

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakegc.errors import CorruptMetadata, ObjectNotFound
+from lakegc.errors import CorruptMetadata, ObjectNotFound, first_line
 from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
 from lakegc.storage import Storage, read_table
 from lakegc.timeutil import as_utc
@@ -128,8 +128,7 @@ def _read_tree_file(storage: Storage, kind: str, key: str) -> pa.Table:
     except ObjectNotFound:
         raise CorruptMetadata(f"{kind} {key} is missing: a tree refers to it") from None
     except pa.ArrowException as exc:
-        detail = (str(exc).strip() or type(exc).__name__).splitlines()[0][:200]
-        raise CorruptMetadata(f"{kind} {key}: its content does not match its id (not Parquet: {detail})") from None
+        raise CorruptMetadata(f"{kind} {key}: its content does not match its id (not Parquet: {first_line(exc, 200)})") from None
 
 
 def _check_shape(table: pa.Table, schema: pa.Schema, what: str, nullable: str = "") -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
-from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound
+from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, first_line
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key, listing_batch
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def describe(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         return f"{err.get('Code', '?')}: {err.get('Message') or exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode')}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return first_line(exc, 1000)
 
 
 def _code(exc: Exception) -> str | None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from lakegc.connectors.iceberg.paths import Location, overlap, parse_location, symlink_conflict
 from lakegc.connectors.iceberg.reachable import TableFiles
-from lakegc.errors import LakegcError
+from lakegc.errors import LakegcError, first_line
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -225,7 +225,3 @@ def changed_since(seen: list[Loaded], now: list[Loaded]) -> list[Loaded]:
     before = {t.key: t.table.metadata_location for t in seen}
     return [t for t in now if before.get(t.key) != t.table.metadata_location]
 
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
