@@ -32,18 +32,25 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command()
-def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (1.0: 1M objects)."),
-         as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON only."),
-         sweep: bool = typer.Option(False, "--sweep", help="Also time clean runs at 100K..1M objects (x scale) "
-                                    "and plot them."),
-         workdir: Path = typer.Option(Path("/tmp/lakegc-bench"), "--dir", help="Where the lakes are built "
-                                      "(emptied first)."),
-         out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go."),
-         warm: bool = typer.Option(False, "--warm", help="Keep the caches between contenders (quick checks; "
-                                   "the figures then flatter every contender)."),
-         cluster: bool = typer.Option(False, "--cluster", help="Also run the clean run on a Spark standalone "
-                                      "cluster (master + 2 workers on this machine).")
-         ) -> None:
+def main(
+    scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (1.0: 1M objects)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON only."),
+    sweep: bool = typer.Option(
+        False, "--sweep", help="Also time clean runs at 100K..1M objects (x scale) and plot them."
+    ),
+    workdir: Path = typer.Option(Path("/tmp/lakegc-bench"), "--dir", help="Where the lakes are built (emptied first)."),
+    out: Path = typer.Option(Path("benchmarks/results"), "--out", help="Where the sweep's table and plot go."),
+    warm: bool = typer.Option(
+        False,
+        "--warm",
+        help="Keep the caches between contenders (quick checks; the figures then flatter every contender).",
+    ),
+    cluster: bool = typer.Option(
+        False,
+        "--cluster",
+        help="Also run the clean run on a Spark standalone cluster (master + 2 workers on this machine).",
+    ),
+) -> None:
     console = Console(stderr=True)
     if warm:
         keep_caches()
@@ -66,22 +73,43 @@ def main(scale: float = typer.Option(1.0, "--scale", help="S1 at this fraction (
 
 def _table(r: Results) -> Table:
     cache = "cold caches" if r.cold else "caches kept (--warm, or not root)"
-    table = Table(title=f"S1 at {r.objects:,} objects ({r.stale:,} stale), a lake a tenth its size and a tiny one, "
-                        f"on this machine, each run from {cache}",
-                  caption="\n".join([
-                      f"fixed cost of any PySpark run here (lakegc's session, one Python task per core): "
-                      f"{r.spark_floor.seconds:.1f} s; reading and verifying every tree file of the "
-                      f"{r.objects:,}-object lake in one process: {r.trees_verify.seconds:.1f} s",
-                      *([f"lakegc clean --inventory: {r.inventory_note}"] if r.inventory_note else [])]))
-    for column in ("run", "objects", "wall s", "objects/s", "x floor", "x delta-rs", "peak RSS MB", "JVM RSS MB",
-                   "deleted"):
+    table = Table(
+        title=f"S1 at {r.objects:,} objects ({r.stale:,} stale), a lake a tenth its size and a tiny one, "
+        f"on this machine, each run from {cache}",
+        caption="\n".join(
+            [
+                f"fixed cost of any PySpark run here (lakegc's session, one Python task per core): "
+                f"{r.spark_floor.seconds:.1f} s; reading and verifying every tree file of the "
+                f"{r.objects:,}-object lake in one process: {r.trees_verify.seconds:.1f} s",
+                *([f"lakegc clean --inventory: {r.inventory_note}"] if r.inventory_note else []),
+            ]
+        ),
+    )
+    for column in (
+        "run",
+        "objects",
+        "wall s",
+        "objects/s",
+        "x floor",
+        "x delta-rs",
+        "peak RSS MB",
+        "JVM RSS MB",
+        "deleted",
+    ):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in r.rows():
         m = row.measured
-        table.add_row(row.name, f"{row.objects:,}", f"{m.seconds:.1f}", f"{row.objects / m.seconds:,.0f}",
-                      f"{m.seconds / row.floor.seconds:.2f}",
-                      f"{m.seconds / row.deltars.seconds:.2f}" if row.deltars else "-", f"{m.rss_mb:,.0f}",
-                      f"{m.jvm_rss_mb:,.0f}" if m.jvm_rss_mb else "-", f"{row.deleted:,}")
+        table.add_row(
+            row.name,
+            f"{row.objects:,}",
+            f"{m.seconds:.1f}",
+            f"{row.objects / m.seconds:,.0f}",
+            f"{m.seconds / row.floor.seconds:.2f}",
+            f"{m.seconds / row.deltars.seconds:.2f}" if row.deltars else "-",
+            f"{m.rss_mb:,.0f}",
+            f"{m.jvm_rss_mb:,.0f}" if m.jvm_rss_mb else "-",
+            f"{row.deleted:,}",
+        )
     return table
 
 
@@ -90,8 +118,13 @@ def _sweep_table(rows: list[dict]) -> Table:
     for column in ("objects", "lakegc s", "floor s", "driver RSS MB", "JVM RSS MB"):
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(f"{row['objects']:,}", f"{row['lakegc_s']:.1f}", f"{row['floor_s']:.1f}",
-                      f"{row['driver_rss_mb']:,.0f}", f"{row['jvm_rss_mb']:,.0f}")
+        table.add_row(
+            f"{row['objects']:,}",
+            f"{row['lakegc_s']:.1f}",
+            f"{row['floor_s']:.1f}",
+            f"{row['driver_rss_mb']:,.0f}",
+            f"{row['jvm_rss_mb']:,.0f}",
+        )
     return table
 
 

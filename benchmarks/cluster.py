@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator
 
 WORKERS = 2
 WORKER_MEMORY = "3g"
@@ -32,21 +32,52 @@ def standalone_cluster(root: Path) -> Iterator[str]:
     url = f"spark://127.0.0.1:{port}"
     conf = root / "conf"  # an empty conf dir: Spark's default INFO log, to the files below
     conf.mkdir(parents=True)
-    env = {**os.environ, "SPARK_HOME": str(_spark_home()), "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable, "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
-    commands = {"master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                           "--webui-port", str(webui)]}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(_spark_home()),
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+    }
+    commands = {
+        "master": [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(webui),
+        ]
+    }
     for i in range(1, WORKERS + 1):
-        commands[f"worker{i}"] = ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                                  "--memory", WORKER_MEMORY, "--webui-port", str(_free_port()),
-                                  "--work-dir", str(root / f"worker{i}"), url]
+        commands[f"worker{i}"] = [
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            WORKER_MEMORY,
+            "--webui-port",
+            str(_free_port()),
+            "--work-dir",
+            str(root / f"worker{i}"),
+            url,
+        ]
     procs: dict[str, subprocess.Popen] = {}
     try:
         for name, args in commands.items():  # workers retry until the master listens
             with open(root / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen([str(_spark_home() / "bin" / "spark-class"), *args],
-                                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                               env=env, start_new_session=True)
+                procs[name] = subprocess.Popen(
+                    [str(_spark_home() / "bin" / "spark-class"), *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
         _wait_for_workers(root, procs, webui)
         yield url
     finally:
@@ -71,17 +102,16 @@ def _wait_for_workers(root: Path, procs: dict[str, subprocess.Popen], webui: int
         except OSError:
             pass  # the master's web UI is not up yet
         if time.monotonic() > deadline:
-            raise RuntimeError(f"Spark standalone cluster: no {WORKERS} ALIVE workers after {START_TIMEOUT} s "
-                               f"(logs in {root})")
+            raise RuntimeError(
+                f"Spark standalone cluster: no {WORKERS} ALIVE workers after {START_TIMEOUT} s (logs in {root})"
+            )
         time.sleep(0.5)
 
 
 def _stop(procs: dict[str, subprocess.Popen]) -> None:
     for proc in procs.values():  # each process group holds the JVM and, for workers, their executors
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     for proc in procs.values():
         try:
             proc.wait(timeout=15)

@@ -27,8 +27,15 @@ from benchmarks.scenario import Scenario
 SMALL = 0.1  # the second lake's size, a fraction of the main one's (S1's minimums keep it above the tiny lake)
 SMALL_LABEL, TINY_LABEL = "lake / 10", "tiny lake"
 # What a run on the standalone cluster must agree with local mode on, besides the objects it deletes.
-SAME_AS_LOCAL = ("num_listed", "num_candidates", "candidates_by_reason", "num_deleted", "bytes_deleted",
-                 "active_commits", "expired_commits")
+SAME_AS_LOCAL = (
+    "num_listed",
+    "num_candidates",
+    "candidates_by_reason",
+    "num_deleted",
+    "bytes_deleted",
+    "active_commits",
+    "expired_commits",
+)
 
 
 @dataclass(frozen=True)
@@ -51,10 +58,14 @@ class Built:
     def work(self, clean: Collected) -> dict:
         """What a clean run on this lake has to get through, per phase of the cost model
         (benchmarks/project.py)."""
-        return {"listed": clean.summary["num_listed"], "ranges": self.manifest["ranges"],
-                "range_entries": self.manifest["range_entries"],
-                "staged": self.manifest["staged"], "commits": self.manifest["commits"],
-                "candidates": clean.summary["num_candidates"]}
+        return {
+            "listed": clean.summary["num_listed"],
+            "ranges": self.manifest["ranges"],
+            "range_entries": self.manifest["range_entries"],
+            "staged": self.manifest["staged"],
+            "commits": self.manifest["commits"],
+            "candidates": clean.summary["num_candidates"],
+        }
 
 
 @dataclass(frozen=True)
@@ -107,37 +118,62 @@ class Results:
             return [Row(name, self.objects, measured, deleted, self.floor, self.deltars)] if measured else []
 
         def side(name: str, lake: SideLake) -> list[Row]:
-            return [Row(f"floor (bare I/O), {name}", lake.objects, lake.floor, lake.stale, lake.floor, None),
-                    Row(f"lakegc clean, {name}", lake.objects, lake.clean.measured, lake.stale, lake.floor, None)]
+            return [
+                Row(f"floor (bare I/O), {name}", lake.objects, lake.floor, lake.stale, lake.floor, None),
+                Row(f"lakegc clean, {name}", lake.objects, lake.clean.measured, lake.stale, lake.floor, None),
+            ]
 
-        return [*main("floor (bare I/O)", self.floor), *main("delta-rs vacuum", self.deltars),
-                *main("lakegc clean", self.clean.measured), *main("lakegc clean --inventory", self.inventory),
-                *main(f"lakegc clean, standalone cluster ({WORKERS} workers)", self.cluster),
-                *main("lakegc incremental (1% change)", self.incremental.measured, self.incremental_deleted),
-                *side(SMALL_LABEL, self.small), *side(TINY_LABEL, self.tiny)]
+        return [
+            *main("floor (bare I/O)", self.floor),
+            *main("delta-rs vacuum", self.deltars),
+            *main("lakegc clean", self.clean.measured),
+            *main("lakegc clean --inventory", self.inventory),
+            *main(f"lakegc clean, standalone cluster ({WORKERS} workers)", self.cluster),
+            *main("lakegc incremental (1% change)", self.incremental.measured, self.incremental_deleted),
+            *side(SMALL_LABEL, self.small),
+            *side(TINY_LABEL, self.tiny),
+        ]
 
     def figures(self) -> dict:
         clean, small = self.clean.measured.seconds, self.small.clean.measured.seconds
         small_floor = self.small.floor.seconds
         inventory = self.inventory.seconds if self.inventory else None
-        return {"scale": self.scale, "objects": self.objects, "stale": self.stale, "lakegc_s": clean, "floor_s": self.floor.seconds,
-                "ratio_floor": round(clean / self.floor.seconds, 2), "deltars_s": self.deltars.seconds,
-                "ratio_deltars": round(clean / self.deltars.seconds, 2),
-                "incremental_s": self.incremental.measured.seconds,
-                "ratio_incremental": round(self.incremental.measured.seconds / clean, 3),
-                "driver_rss_mb": self.clean.measured.rss_mb, "jvm_rss_mb": self.clean.measured.jvm_rss_mb,
-                "incremental_deleted": self.incremental_deleted, "cache": "cold" if self.cold else "synced",
-                "small_objects": self.small.objects, "small_stale": self.small.stale, "small_s": small,
-                "small_floor_s": small_floor, "ratio_small_floor": round(small / small_floor, 2),
-                "tiny_objects": self.tiny.objects, "tiny_stale": self.tiny.stale, "tiny_s": self.tiny.clean.measured.seconds,
-                "tiny_floor_s": self.tiny.floor.seconds,
-                "inventory_s": inventory,
-                "ratio_inventory_deltars": round(inventory / self.deltars.seconds, 2) if inventory else None,
-                "inventory_note": self.inventory_note,
-                "cluster_s": self.cluster.seconds if self.cluster else None,
-                "spark_floor_s": self.spark_floor.seconds, "trees_verify_s": self.trees_verify.seconds,
-                "cores": os.cpu_count(), "phases": self.clean.summary["phases"], "work": self.work,
-                "small_phases": self.small.clean.summary["phases"], "small_work": self.small.work}
+        return {
+            "scale": self.scale,
+            "objects": self.objects,
+            "stale": self.stale,
+            "lakegc_s": clean,
+            "floor_s": self.floor.seconds,
+            "ratio_floor": round(clean / self.floor.seconds, 2),
+            "deltars_s": self.deltars.seconds,
+            "ratio_deltars": round(clean / self.deltars.seconds, 2),
+            "incremental_s": self.incremental.measured.seconds,
+            "ratio_incremental": round(self.incremental.measured.seconds / clean, 3),
+            "driver_rss_mb": self.clean.measured.rss_mb,
+            "jvm_rss_mb": self.clean.measured.jvm_rss_mb,
+            "incremental_deleted": self.incremental_deleted,
+            "cache": "cold" if self.cold else "synced",
+            "small_objects": self.small.objects,
+            "small_stale": self.small.stale,
+            "small_s": small,
+            "small_floor_s": small_floor,
+            "ratio_small_floor": round(small / small_floor, 2),
+            "tiny_objects": self.tiny.objects,
+            "tiny_stale": self.tiny.stale,
+            "tiny_s": self.tiny.clean.measured.seconds,
+            "tiny_floor_s": self.tiny.floor.seconds,
+            "inventory_s": inventory,
+            "ratio_inventory_deltars": round(inventory / self.deltars.seconds, 2) if inventory else None,
+            "inventory_note": self.inventory_note,
+            "cluster_s": self.cluster.seconds if self.cluster else None,
+            "spark_floor_s": self.spark_floor.seconds,
+            "trees_verify_s": self.trees_verify.seconds,
+            "cores": os.cpu_count(),
+            "phases": self.clean.summary["phases"],
+            "work": self.work,
+            "small_phases": self.small.clean.summary["phases"],
+            "small_work": self.small.work,
+        }
 
 
 def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False) -> Results:
@@ -145,16 +181,23 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     console.log(f"writing the Delta log for delta-rs ({peer.setup(lake.files):,} live files)")
     floor = _floor(lake, console)
     _check_and_restore(lake)
-    deltars = _contender("delta-rs vacuum", [sys.executable, "-m", "benchmarks.peer", "vacuum", str(lake.files.root)],
-                         lake.files.env(), console)
+    deltars = _contender(
+        "delta-rs vacuum",
+        [sys.executable, "-m", "benchmarks.peer", "vacuum", str(lake.files.root)],
+        lake.files.env(),
+        console,
+    )
     _check_and_restore(lake)
     inventory, inventory_note = _inventory_run(lake, console)
     clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console)
     _check(lake.files, lake.objects, lake.stale)
     on_cluster = _cluster_run(lake, clean, workdir / "cluster", console) if cluster else None
-    trees_verify = _contender("reading and verifying every tree file (one process)",
-                              [sys.executable, "-m", "benchmarks.floor", "--trees", str(lake.files.root)],
-                              lake.files.env(), console)
+    trees_verify = _contender(
+        "reading and verifying every tree file (one process)",
+        [sys.executable, "-m", "benchmarks.floor", "--trees", str(lake.files.root)],
+        lake.files.env(),
+        console,
+    )
     change = apply_change(lake.files)
     garbage = change.filter(pc.not_equal(change.column("reason"), ""))
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
@@ -162,19 +205,41 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
     small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
     tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
-    spark_floor = _contender("PySpark floor (lakegc's session, one Python task per core)",
-                             [sys.executable, "-m", "benchmarks.sparkfloor"], dict(os.environ), console)
-    return Results(scale, lake.objects.num_rows, lake.stale.num_rows, floor, deltars, clean, incremental,
-                   garbage.num_rows, lake.work(clean), inventory, inventory_note, on_cluster, small, tiny,
-                   spark_floor, trees_verify)
+    spark_floor = _contender(
+        "PySpark floor (lakegc's session, one Python task per core)",
+        [sys.executable, "-m", "benchmarks.sparkfloor"],
+        dict(os.environ),
+        console,
+    )
+    return Results(
+        scale,
+        lake.objects.num_rows,
+        lake.stale.num_rows,
+        floor,
+        deltars,
+        clean,
+        incremental,
+        garbage.num_rows,
+        lake.work(clean),
+        inventory,
+        inventory_note,
+        on_cluster,
+        small,
+        tiny,
+        spark_floor,
+        trees_verify,
+    )
 
 
 def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Results) -> list[dict]:
     """Clean runs at each scale; the sizes `measured` already ran at (the main lake and the one a
     tenth its size) are taken from it, not rebuilt."""
-    known = {Scenario.s1(measured.scale).objects: _sweep_row(measured.objects, measured.clean, measured.floor),
-             Scenario.s1(SMALL * measured.scale).objects: _sweep_row(measured.small.objects, measured.small.clean,
-                                                                     measured.small.floor)}
+    known = {
+        Scenario.s1(measured.scale).objects: _sweep_row(measured.objects, measured.clean, measured.floor),
+        Scenario.s1(SMALL * measured.scale).objects: _sweep_row(
+            measured.small.objects, measured.small.clean, measured.small.floor
+        ),
+    }
     rows = []
     for scale in scales:
         if Scenario.s1(scale).objects not in known:
@@ -185,8 +250,13 @@ def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Re
 
 
 def _sweep_row(objects: int, clean: Collected, floor: Measured) -> dict:
-    return {"objects": objects, "lakegc_s": clean.measured.seconds, "floor_s": floor.seconds,
-            "driver_rss_mb": clean.measured.rss_mb, "jvm_rss_mb": clean.measured.jvm_rss_mb}
+    return {
+        "objects": objects,
+        "lakegc_s": clean.measured.seconds,
+        "floor_s": floor.seconds,
+        "driver_rss_mb": clean.measured.rss_mb,
+        "jvm_rss_mb": clean.measured.jvm_rss_mb,
+    }
 
 
 def _side_lake(scenario: Scenario, root: Path, label: str, console: Console) -> SideLake:
@@ -203,9 +273,11 @@ def _side_lake(scenario: Scenario, root: Path, label: str, console: Console) -> 
 def _built(scenario: Scenario, root: Path, console: Console) -> Built:
     with console.status(f"building a lake of {scenario.objects:,} objects"):
         manifest = build(scenario, root)
-    console.log(f"built {manifest['objects']:,} objects, {manifest['commits']:,} commits, {manifest['branches']} branches, "
-                f"{manifest['staged']:,} staged, {manifest['stale']:,} stale, {manifest['ranges']:,} ranges "
-                f"({manifest['range_entries']:,} entries) in {manifest['build_s']} s")
+    console.log(
+        f"built {manifest['objects']:,} objects, {manifest['commits']:,} commits, {manifest['branches']} branches, "
+        f"{manifest['staged']:,} staged, {manifest['stale']:,} stale, {manifest['ranges']:,} ranges "
+        f"({manifest['range_entries']:,} entries) in {manifest['build_s']} s"
+    )
     files = Lakefiles(root)
     objects = pq.read_table(files.objects)
     return Built(files, manifest, objects, objects.filter(pc.not_equal(objects.column("reason"), "")))
@@ -224,15 +296,25 @@ def _inventory_run(lake: Built, console: Console) -> tuple[Measured | None, str 
         note = "not run: this lakegc's `gc run` has no --inventory option"
         console.log(f"lakegc clean --inventory: {note}")
         return None, note
-    collected = _lakegc(lake.files, ["--clean", "--inventory", str(manifest)], lake.stale.num_rows, console,
-                        name="lakegc clean --inventory")
+    collected = _lakegc(
+        lake.files,
+        ["--clean", "--inventory", str(manifest)],
+        lake.stale.num_rows,
+        console,
+        name="lakegc clean --inventory",
+    )
     _check_and_restore(lake)
     return collected.measured, None
 
 
 def has_inventory_option() -> bool:
-    helped = subprocess.run([sys.executable, "-m", "lakegc", "gc", "run", "--help"], capture_output=True, text=True,
-                            env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}, check=True)
+    helped = subprocess.run(
+        [sys.executable, "-m", "lakegc", "gc", "run", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"},
+        check=True,
+    )
     return "--inventory" in helped.stdout
 
 
@@ -242,11 +324,20 @@ def _cluster_run(lake: Built, local: Collected, root: Path, console: Console) ->
     write_files(lake.files.namespace, lake.stale)
     console.log(f"starting a Spark standalone cluster (master + {WORKERS} workers) in {root}")
     with standalone_cluster(root) as url:
-        collected = _lakegc(lake.files, ["--clean", "--master", url, *RUN_CONF], lake.stale.num_rows, console,
-                            name=f"lakegc clean on the cluster at {url}", env=run_env(lake.files.env()))
+        collected = _lakegc(
+            lake.files,
+            ["--clean", "--master", url, *RUN_CONF],
+            lake.stale.num_rows,
+            console,
+            name=f"lakegc clean on the cluster at {url}",
+            env=run_env(lake.files.env()),
+        )
     _check(lake.files, lake.objects, lake.stale)
-    differ = {key: (collected.summary[key], local.summary[key]) for key in SAME_AS_LOCAL
-              if collected.summary[key] != local.summary[key]}
+    differ = {
+        key: (collected.summary[key], local.summary[key])
+        for key in SAME_AS_LOCAL
+        if collected.summary[key] != local.summary[key]
+    }
     if differ:
         raise RuntimeError(f"the cluster run differs from local mode (cluster, local): {differ}")
     return collected.measured
@@ -259,14 +350,23 @@ def _contender(name: str, cmd: list[str], env: dict[str, str], console: Console)
     return measured
 
 
-def _lakegc(files: Lakefiles, args: list[str], expected: int, console: Console, mode: str = "clean",
-            name: str | None = None, env: dict[str, str] | None = None) -> Collected:
+def _lakegc(
+    files: Lakefiles,
+    args: list[str],
+    expected: int,
+    console: Console,
+    mode: str = "clean",
+    name: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Collected:
     cmd = [sys.executable, "-m", "lakegc", "gc", "run", f"lakegc://{REPO}", *args, "--json"]
     measured = _contender(name or f"lakegc {mode}", cmd, env or files.env(), console)
     summary = json.loads(measured.stdout)
     if summary["state"] != "swept" or summary["mode"] != mode or summary["num_deleted"] != expected:
-        raise RuntimeError(f"{name or f'lakegc {mode}'} run: state {summary['state']}, mode {summary['mode']}, "
-                           f"deleted {summary['num_deleted']} (expected {expected})")
+        raise RuntimeError(
+            f"{name or f'lakegc {mode}'} run: state {summary['state']}, mode {summary['mode']}, "
+            f"deleted {summary['num_deleted']} (expected {expected})"
+        )
     console.log(f"  phases: {summary['phases']}")
     return Collected(measured, summary)
 

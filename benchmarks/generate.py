@@ -28,17 +28,18 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from benchmarks.scenario import HISTORY, NEWEST, RETENTION_DAYS, Scenario
-from lakegc.retention.active import CommitNode, active_commits
-from lakegc.retention.rules import GcRules, policies_from_rules
 from lakegc.metastore import schema as t
 from lakegc.repo import slices as slicing
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.trees import RANGES_PREFIX, TreeStore
+from lakegc.retention.active import CommitNode, active_commits
+from lakegc.retention.rules import GcRules, policies_from_rules
 from lakegc.timeutil import utcnow
 
 REPO = "bench"
-OBJECTS_SCHEMA = pa.schema([("address", pa.string()), ("size", pa.int64()), ("mtime", pa.float64()),
-                            ("reason", pa.string())])  # reason: '' for live objects
+OBJECTS_SCHEMA = pa.schema(
+    [("address", pa.string()), ("size", pa.int64()), ("mtime", pa.float64()), ("reason", pa.string())]
+)  # reason: '' for live objects
 _TREE_CACHE_COMMITS = 50  # start a fresh TreeStore this often, so its range cache stays small
 
 
@@ -103,8 +104,15 @@ class _Objects:
         return key, size, _md5(size)
 
     def table(self) -> pa.Table:
-        return pa.table({"address": self.keys, "size": self.sizes, "mtime": self.mtimes,
-                         "reason": [self.reasons.get(k, "") for k in self.keys]}, schema=OBJECTS_SCHEMA)
+        return pa.table(
+            {
+                "address": self.keys,
+                "size": self.sizes,
+                "mtime": self.mtimes,
+                "reason": [self.reasons.get(k, "") for k in self.keys],
+            },
+            schema=OBJECTS_SCHEMA,
+        )
 
 
 def _md5(size: int) -> str:
@@ -137,13 +145,22 @@ def build(scenario: Scenario, root: Path, seed: int = 1) -> dict:
     pq.write_table(table, files.objects)
     write_files(files.namespace, table)
     ranges = list((files.namespace / RANGES_PREFIX).iterdir())
-    manifest = {"scenario": scenario.__dict__, "seed": seed, "generated_at": now.isoformat(),
-                "objects": table.num_rows, "stale": len(objects.reasons), "stale_expired": expired,
-                "commits": _count(repo, t.commits), "branches": _count(repo, t.branches),
-                "staged": _count(repo, t.staged_entries), "slices": len(objects.slices),
-                "ranges": len(ranges), "range_entries": sum(pq.read_metadata(path).num_rows for path in ranges),
-                "active_ranges": active_ranges(repo, now),
-                "build_s": round(time.monotonic() - started, 1)}
+    manifest = {
+        "scenario": scenario.__dict__,
+        "seed": seed,
+        "generated_at": now.isoformat(),
+        "objects": table.num_rows,
+        "stale": len(objects.reasons),
+        "stale_expired": expired,
+        "commits": _count(repo, t.commits),
+        "branches": _count(repo, t.branches),
+        "staged": _count(repo, t.staged_entries),
+        "slices": len(objects.slices),
+        "ranges": len(ranges),
+        "range_entries": sum(pq.read_metadata(path).num_rows for path in ranges),
+        "active_ranges": active_ranges(repo, now),
+        "build_s": round(time.monotonic() - started, 1),
+    }
     files.manifest.write_text(json.dumps(manifest))
     return manifest
 
@@ -155,8 +172,9 @@ def _history(repo: Repository, sc: Scenario, objects: _Objects, now: datetime, r
     features = [f"feature-{i:03d}" for i in range(1, sc.branches)]
     plain = sc.commits - sc.merges
     on_main = max(2, plain // 5)
-    per_feature = [(plain - on_main) // len(features) + (i < (plain - on_main) % len(features))
-                   for i in range(len(features))]
+    per_feature = [
+        (plain - on_main) // len(features) + (i < (plain - on_main) % len(features)) for i in range(len(features))
+    ]
     events: list[tuple[datetime, int, str, str]] = []  # (when, order, kind, branch)
     events += [(start + (end - start) * rng.random(), 1, "commit", "main") for _ in range(on_main)]
     merged = set(rng.sample(features, sc.merges))
@@ -188,8 +206,18 @@ def _history(repo: Repository, sc: Scenario, objects: _Objects, now: datetime, r
         if branch != "main" and when < compact_before and own[branch] and removed < to_remove:
             n = min(per_compaction, len(own[branch]), to_remove - removed)
             for path, address in own[branch][:n]:
-                rows.append({"path": path, "address": None, "address_kind": None, "size": None, "checksum": None,
-                             "mtime": None, "metadata": None, "tombstone": True})
+                rows.append(
+                    {
+                        "path": path,
+                        "address": None,
+                        "address_kind": None,
+                        "size": None,
+                        "checksum": None,
+                        "mtime": None,
+                        "metadata": None,
+                        "tombstone": True,
+                    }
+                )
                 objects.reasons[address] = "expired"
             del own[branch][:n]
             removed += n
@@ -200,13 +228,22 @@ def _history(repo: Repository, sc: Scenario, objects: _Objects, now: datetime, r
             written = when - timedelta(minutes=rng.uniform(1, 30))
             key, size, md5 = objects.new(written)
             own[branch].append((path, key))
-            rows.append({"path": path, "address": key, "address_kind": "relative", "size": size, "checksum": md5,
-                         "mtime": written, "metadata": None,
-                         "tombstone": False})
+            rows.append(
+                {
+                    "path": path,
+                    "address": key,
+                    "address_kind": "relative",
+                    "size": size,
+                    "checksum": md5,
+                    "mtime": written,
+                    "metadata": None,
+                    "tombstone": False,
+                }
+            )
         _insert_staged(repo, branch, rows)
         repo.commit(branch, f"{branch}: part {part}", date=when)
     releases = [c for c in repo.log("main") if c.message.startswith("main:")]  # main's own commits only
-    for n, commit in enumerate(releases[5::max(1, len(releases) // 6)][:5]):
+    for n, commit in enumerate(releases[5 :: max(1, len(releases) // 6)][:5]):
         repo.create_tag(f"v0.{n}", commit.id)
     return removed
 
@@ -219,8 +256,18 @@ def _stage(repo: Repository, sc: Scenario, objects: _Objects, now: datetime, rng
         written = now - NEWEST - timedelta(days=5) * rng.random()
         key, size, md5 = objects.new(written)
         branch = branches[i % len(branches)]
-        rows[branch].append({"path": f"staging/{branch}/{i:07d}.parquet", "address": key, "address_kind": "relative",
-                             "size": size, "checksum": md5, "mtime": written, "metadata": None, "tombstone": False})
+        rows[branch].append(
+            {
+                "path": f"staging/{branch}/{i:07d}.parquet",
+                "address": key,
+                "address_kind": "relative",
+                "size": size,
+                "checksum": md5,
+                "mtime": written,
+                "metadata": None,
+                "tombstone": False,
+            }
+        )
     for branch, branch_rows in rows.items():
         _insert_staged(repo, branch, branch_rows)
 
@@ -233,22 +280,41 @@ def _insert_staged(repo: Repository, branch: str, rows: list[dict]) -> None:
 
 def _insert_slices(repo: Repository, found: dict[str, list]) -> None:
     with repo.ms.write() as conn:
-        conn.execute(t.slices.insert(), [{"repository": repo.name, "name": name, "created_at": created, "objects": count,
-                                          "writable_until": until} for name, (created, count, until) in found.items()])
+        conn.execute(
+            t.slices.insert(),
+            [
+                {
+                    "repository": repo.name,
+                    "name": name,
+                    "created_at": created,
+                    "objects": count,
+                    "writable_until": until,
+                }
+                for name, (created, count, until) in found.items()
+            ],
+        )
 
 
 def _count(repo: Repository, table: sa.Table) -> int:
     with repo.ms.read() as conn:
-        return conn.execute(sa.select(sa.func.count()).select_from(table).where(table.c.repository == repo.name)).scalar()
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(table).where(table.c.repository == repo.name)
+        ).scalar()
 
 
 def active_ranges(repo: Repository, now: datetime) -> list[str]:
     """The distinct ranges of the commits the repository's rules keep: what the floor script reads."""
     with repo.ms.read() as conn:
-        rows = conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date,
-                                      t.commits.c.metarange_id).where(t.commits.c.repository == repo.name)).all()
-        heads = dict(conn.execute(sa.select(t.branches.c.name, t.branches.c.head)
-                                  .where(t.branches.c.repository == repo.name)).all())
+        rows = conn.execute(
+            sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date, t.commits.c.metarange_id).where(
+                t.commits.c.repository == repo.name
+            )
+        ).all()
+        heads = dict(
+            conn.execute(
+                sa.select(t.branches.c.name, t.branches.c.head).where(t.branches.c.repository == repo.name)
+            ).all()
+        )
         tags = list(conn.execute(sa.select(t.tags.c.commit_id).where(t.tags.c.repository == repo.name)).scalars())
     commits = {r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows}
     rules = GcRules(default_retention_days=RETENTION_DAYS, branches=[])
@@ -263,7 +329,10 @@ def write_files(namespace: Path, objects: pa.Table, processes: int = 2) -> None:
     for folder in {k.rsplit("/", 1)[0] for k in keys}:
         (namespace / folder).mkdir(parents=True, exist_ok=True)
     step = -(-len(keys) // processes)
-    chunks = [(str(namespace), keys[i:i + step], sizes[i:i + step], mtimes[i:i + step]) for i in range(0, len(keys), step)]
+    chunks = [
+        (str(namespace), keys[i : i + step], sizes[i : i + step], mtimes[i : i + step])
+        for i in range(0, len(keys), step)
+    ]
     with ProcessPoolExecutor(processes) as pool:
         list(pool.map(_write_chunk, chunks))
 
@@ -293,8 +362,18 @@ def apply_change(files: Lakefiles, fraction: float = 0.01, seed: int = 2) -> pa.
         for i in range(n):
             written = when + timedelta(minutes=rng.uniform(0, 10))
             key, size, md5 = objects.new(written)
-            rows.append({"path": f"{folder}/{i:07d}.parquet", "address": key, "address_kind": "relative", "size": size,
-                         "checksum": md5, "mtime": written, "metadata": None, "tombstone": False})
+            rows.append(
+                {
+                    "path": f"{folder}/{i:07d}.parquet",
+                    "address": key,
+                    "address_kind": "relative",
+                    "size": size,
+                    "checksum": md5,
+                    "mtime": written,
+                    "metadata": None,
+                    "tombstone": False,
+                }
+            )
         return rows
 
     for n, branch in enumerate(branches):

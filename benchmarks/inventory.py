@@ -20,9 +20,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,14 +31,23 @@ from lakegc.timeutil import utcnow
 
 MANIFEST = "manifest.json"
 ROWS_PER_FILE = 250_000  # S3 splits a large inventory over several data files too
-SCHEMA = pa.schema([pa.field("bucket", pa.string(), nullable=False), pa.field("key", pa.string(), nullable=False),
-                    ("size", pa.int64()), ("last_modified_date", pa.timestamp("ms", tz="UTC"))])
-FILE_SCHEMA = ("message s3.inventory { required binary bucket (STRING); required binary key (STRING); "
-               "optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); }")
+SCHEMA = pa.schema(
+    [
+        pa.field("bucket", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        ("size", pa.int64()),
+        ("last_modified_date", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+FILE_SCHEMA = (
+    "message s3.inventory { required binary bucket (STRING); required binary key (STRING); "
+    "optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); }"
+)
 
 
-def write_inventory(namespace: Path, dest: Path, rows_per_file: int = ROWS_PER_FILE,
-                    created: datetime | None = None) -> Path:
+def write_inventory(
+    namespace: Path, dest: Path, rows_per_file: int = ROWS_PER_FILE, created: datetime | None = None
+) -> Path:
     """Inventory every file under `namespace` into `dest` (which must not exist); returns the manifest."""
     (dest / "data").mkdir(parents=True)
     files = []
@@ -47,9 +56,15 @@ def write_inventory(namespace: Path, dest: Path, rows_per_file: int = ROWS_PER_F
         pq.write_table(pa.Table.from_batches([batch]), dest / key)
         content = (dest / key).read_bytes()
         files.append({"key": key, "size": len(content), "MD5checksum": hashlib.md5(content).hexdigest()})
-    manifest = {"sourceBucket": "", "destinationBucket": "", "version": "2016-11-30",
-                "creationTimestamp": str(int((created or utcnow()).timestamp() * 1000)),
-                "fileFormat": "Parquet", "fileSchema": FILE_SCHEMA, "files": files}
+    manifest = {
+        "sourceBucket": "",
+        "destinationBucket": "",
+        "version": "2016-11-30",
+        "creationTimestamp": str(int((created or utcnow()).timestamp() * 1000)),
+        "fileFormat": "Parquet",
+        "fileSchema": FILE_SCHEMA,
+        "files": files,
+    }
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return dest / MANIFEST
 
@@ -71,9 +86,15 @@ def _batches(namespace: Path, rows: int) -> Iterator[pa.RecordBatch]:
 
 
 def _batch(keys: list[str], sizes: list[int], mtimes: list[int]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([""] * len(keys), pa.string()), pa.array(keys, pa.string()),
-                                       pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64()).cast(SCHEMA[3].type)],
-                                      schema=SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([""] * len(keys), pa.string()),
+            pa.array(keys, pa.string()),
+            pa.array(sizes, pa.int64()),
+            pa.array(mtimes, pa.int64()).cast(SCHEMA[3].type),
+        ],
+        schema=SCHEMA,
+    )
 
 
 def _files(namespace: Path) -> Iterator[tuple[str, os.stat_result]]:

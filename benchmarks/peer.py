@@ -27,8 +27,10 @@ def setup(files: Lakefiles) -> int:
     """Write the Delta log; returns how many files it names."""
     objects = pq.read_table(files.objects)
     live = objects.filter(pc.equal(objects.column("reason"), ""))
-    adds = [AddAction(key, size, {}, int(mtime * 1000), True, "")
-            for key, size, mtime in zip(*(live.column(c).to_pylist() for c in ("address", "size", "mtime")))]
+    adds = [
+        AddAction(key, size, {}, int(mtime * 1000), True, "")
+        for key, size, mtime in zip(*(live.column(c).to_pylist() for c in ("address", "size", "mtime")))
+    ]
     uri = str(files.namespace)
     create_table_with_add_actions(uri, Schema([Field("value", "string")]), adds, mode="error")
     DeltaTable(uri).create_checkpoint()
@@ -36,8 +38,9 @@ def setup(files: Lakefiles) -> int:
 
 
 def vacuum(files: Lakefiles) -> dict:
-    deleted = DeltaTable(str(files.namespace)).vacuum(retention_hours=0, dry_run=False,
-                                                      enforce_retention_duration=False, full=True)
+    deleted = DeltaTable(str(files.namespace)).vacuum(
+        retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True
+    )
     return {"deleted": len(deleted)}
 
 

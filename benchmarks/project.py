@@ -42,14 +42,21 @@ class Phase:
         return work[self.unit]
 
 
-PHASES = (Phase("listing the namespace", "listed", True),
-          Phase("snapshotting uncommitted references", "staged", False),
-          Phase("choosing active commits", "commits", False),
-          Phase("reading committed trees", "join", True),
-          Phase("writing candidates", "candidates", True),
-          Phase("re-checking and deleting candidates", "candidates", True))
-UNITS = {"listed": "objects listed", "staged": "staged entries", "commits": "commits",
-         "join": "range entries + listed objects", "candidates": "candidates"}
+PHASES = (
+    Phase("listing the namespace", "listed", True),
+    Phase("snapshotting uncommitted references", "staged", False),
+    Phase("choosing active commits", "commits", False),
+    Phase("reading committed trees", "join", True),
+    Phase("writing candidates", "candidates", True),
+    Phase("re-checking and deleting candidates", "candidates", True),
+)
+UNITS = {
+    "listed": "objects listed",
+    "staged": "staged entries",
+    "commits": "commits",
+    "join": "range entries + listed objects",
+    "candidates": "candidates",
+}
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,19 @@ def project(figures: dict, executors: int) -> tuple[list[Projected], float]:
         per_unit = slope if slope > 0 else seconds / units  # no slope seen: charge the mean (pessimistic)
         fixed = max(0.0, seconds - per_unit * units)
         work_s = phase.units(target) * per_unit
-        projected.append(Projected(phase, units, seconds, per_unit, slope > 0, fixed, phase.units(target),
-                                   fixed + (work_s / speedup if phase.on_executors else work_s),
-                                   _s3_seconds(phase, target, executors)))
+        projected.append(
+            Projected(
+                phase,
+                units,
+                seconds,
+                per_unit,
+                slope > 0,
+                fixed,
+                phase.units(target),
+                fixed + (work_s / speedup if phase.on_executors else work_s),
+                _s3_seconds(phase, target, executors),
+            )
+        )
     rest = figures["lakegc_s"] - sum(p.measured_s for p in projected)  # start-up, shutdown, phases not modelled
     return projected, rest
 
@@ -108,34 +125,46 @@ def _s3_seconds(phase: Phase, target: dict, executors: int) -> float | None:
 
 def table(figures: dict, executors: int) -> str:
     projected, rest = project(figures, executors)
-    lines = [f"Measured: S1 at {figures['objects']:,} objects and {figures['small_objects']:,} (lake / 10), "
-             f"{figures['cores']} cores, clean run {figures['lakegc_s']} s. "
-             f"Target: {TARGET_OBJECTS:,} objects, {TARGET['commits']:,} commits, {TARGET['staged']:,} staged, "
-             f"{TARGET['candidates']:,} stale, on {executors} executors of one core.", "",
-             f"| phase | runs on | work unit | measured units | measured s | µs per unit on {figures['cores']} cores | fixed s "
-             "| target units | compute s | S3 requests s | projected s |",
-             "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [
+        f"Measured: S1 at {figures['objects']:,} objects and {figures['small_objects']:,} (lake / 10), "
+        f"{figures['cores']} cores, clean run {figures['lakegc_s']} s. "
+        f"Target: {TARGET_OBJECTS:,} objects, {TARGET['commits']:,} commits, {TARGET['staged']:,} staged, "
+        f"{TARGET['candidates']:,} stale, on {executors} executors of one core.",
+        "",
+        f"| phase | runs on | work unit | measured units | measured s | µs per unit on {figures['cores']} cores "
+        "| fixed s "
+        "| target units | compute s | S3 requests s | projected s |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for p in projected:
-        lines.append(f"| {p.phase.name} | {'executors' if p.phase.on_executors else 'driver'} | {UNITS[p.phase.unit]} "
-                     f"| {p.measured_units:,.0f} | {p.measured_s:.1f} | {p.per_unit_s * 1e6:,.2f}{'' if p.from_slope else ' (mean)'} "
-                     f"| {p.fixed_s:.1f} "
-                     f"| {p.target_units:,.0f} | {p.compute_s:,.0f} | "
-                     f"{'-' if p.s3_s is None else f'{p.s3_s:,.0f}'} | {p.seconds:,.0f} |")
+        lines.append(
+            f"| {p.phase.name} | {'executors' if p.phase.on_executors else 'driver'} | {UNITS[p.phase.unit]} "
+            f"| {p.measured_units:,.0f} | {p.measured_s:.1f} "
+            f"| {p.per_unit_s * 1e6:,.2f}{'' if p.from_slope else ' (mean)'} "
+            f"| {p.fixed_s:.1f} "
+            f"| {p.target_units:,.0f} | {p.compute_s:,.0f} | "
+            f"{'-' if p.s3_s is None else f'{p.s3_s:,.0f}'} | {p.seconds:,.0f} |"
+        )
     total = sum(p.seconds for p in projected) + rest
-    lines += [f"| start-up, shutdown, other | driver | - | - | {rest:.1f} | - | {rest:.1f} | - | {rest:.0f} | - "
-              f"| {rest:.0f} |",
-              f"| **total** | | | | {figures['lakegc_s']:.1f} | | | | | | **{total:,.0f}** "
-              f"({total / 60:,.1f} min) |"]
+    lines += [
+        f"| start-up, shutdown, other | driver | - | - | {rest:.1f} | - | {rest:.1f} | - | {rest:.0f} | - "
+        f"| {rest:.0f} |",
+        f"| **total** | | | | {figures['lakegc_s']:.1f} | | | | | | **{total:,.0f}** ({total / 60:,.1f} min) |",
+    ]
     return "\n".join(lines)
 
 
-def main(figures: str = typer.Argument("benchmarks/results/s1.json", help="The benchmark's JSON ('-': stdin)."),
-         executors: int = typer.Option(16, "--executors", help="Executors of one core each.")) -> None:
+def main(
+    figures: str = typer.Argument("benchmarks/results/s1.json", help="The benchmark's JSON ('-': stdin)."),
+    executors: int = typer.Option(16, "--executors", help="Executors of one core each."),
+) -> None:
     doc = json.loads(sys.stdin.read() if figures == "-" else Path(figures).read_text())
     missing = {"phases", "work", "small_phases", "small_work", "cores"} - set(doc)
     if missing:
-        sys.exit(f"error: {figures} has no {', '.join(sorted(missing))} (figures from before the cost model): "
-                 "run `python -m benchmarks --json` again")
+        sys.exit(
+            f"error: {figures} has no {', '.join(sorted(missing))} (figures from before the cost model): "
+            "run `python -m benchmarks --json` again"
+        )
     print(table(doc, executors))
 
 

@@ -20,16 +20,20 @@ class Scenario:
     stale: int  # garbage: objects only expired commits hold, plus objects nothing references
 
     @classmethod
-    def s1(cls, scale: float = 1.0) -> "Scenario":
+    def s1(cls, scale: float = 1.0) -> Scenario:
         if scale <= 0:
             raise ValueError("--scale must be positive")
         branches = max(3, round(100 * scale))
-        return cls(objects=max(200, round(1_000_000 * scale)), branches=branches,
-                   commits=max(6 * branches, round(3_000 * scale)),
-                   uncommitted=max(20, round(250_000 * scale)), stale=max(20, round(50_000 * scale)))
+        return cls(
+            objects=max(200, round(1_000_000 * scale)),
+            branches=branches,
+            commits=max(6 * branches, round(3_000 * scale)),
+            uncommitted=max(20, round(250_000 * scale)),
+            stale=max(20, round(50_000 * scale)),
+        )
 
     @classmethod
-    def tiny(cls) -> "Scenario":
+    def tiny(cls) -> Scenario:
         """A lake the size of the README's demo (src/lakegc/demo.py: 20 objects, a dozen commits, three
         branches, a few staged and stale objects), built the S1 way: what a first `gc run` costs
         when there is next to nothing to collect. `s1` never goes below 200 objects."""

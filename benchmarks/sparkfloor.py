@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -31,8 +31,12 @@ def main() -> None:
         session_s = time.monotonic() - _started
         cores = spark.sparkContext.defaultParallelism
         spark.range(0, cores, 1, cores).mapInArrow(_unchanged, "id long").collect()
-        print(json.dumps({"session_s": round(session_s, 2), "first_task_s": round(time.monotonic() - _started - session_s, 2)}),
-              flush=True)
+        print(
+            json.dumps(
+                {"session_s": round(session_s, 2), "first_task_s": round(time.monotonic() - _started - session_s, 2)}
+            ),
+            flush=True,
+        )
     os._exit(0)  # as the CLI leaves: no interpreter teardown
 
 

@@ -8,30 +8,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 import os
 import re
 import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import pytest
-from typer.testing import CliRunner
-
 import sqlalchemy as sa
 import typer.testing
+from support.pgserver import PgServer, find_binaries
+from support.s3server import FaultProxy, Faults, MotoServer, aws_env
+from typer.testing import CliRunner
 
 import lakegc.metastore as metastore
 from lakegc.cli.main import app
 from lakegc.repo.repository import Lake
-from pgserver import PgServer, find_binaries
-from s3server import FaultProxy, Faults, MotoServer, aws_env
 
 # Run on SQLite and on PostgreSQL: whole modules, or "module.py::name" for the tests of a module named
 # so or using a fixture so named. Every such test whose fixtures need `backend` (through `env`,
@@ -39,10 +39,15 @@ from s3server import FaultProxy, Faults, MotoServer, aws_env
 # (The bad-input tables of test_cli_errors.py check argument handling and stay on SQLite: they
 # add two minutes on PostgreSQL and would prove nothing more.)
 BOTH_BACKENDS = {
-    "test_cli_repo_refs.py", "test_cli_objects.py", "test_cli_history.py", "test_graph_merge.py",
-    "test_storage_metastore.py", "test_gc_cli.py::life",
+    "test_cli_repo_refs.py",
+    "test_cli_objects.py",
+    "test_cli_history.py",
+    "test_graph_merge.py",
+    "test_storage_metastore.py",
+    "test_gc_cli.py::life",
     "test_gc_cli.py::test_failed_run_is_recorded_deletes_nothing_and_a_rerun_converges",
-    "test_gc_scenarios.py::worked_example", "test_gc_scenarios.py::mixed",  # the scenarios, not every GC test there
+    "test_gc_scenarios.py::worked_example",
+    "test_gc_scenarios.py::mixed",  # the scenarios, not every GC test there
     "test_gc_concurrency.py::test_gc_rounds_while_writer_processes_hammer_the_repository",
 }
 BACKENDS = ["sqlite", "postgresql"]
@@ -140,14 +145,17 @@ def patch_short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     def create_engine(url: str) -> sa.engine.Engine:
         engine = original(url)
         if engine.dialect.name == "sqlite":
+
             @sa.event.listens_for(engine, "connect")
             def _short_busy_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
                 dbapi_conn.execute("PRAGMA busy_timeout=300")
         elif engine.dialect.name == "postgresql":
+
             @sa.event.listens_for(engine, "connect")
             def _short_lock_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
                 dbapi_conn.execute("SET lock_timeout = '300ms'")
                 dbapi_conn.commit()  # a session setting, not part of the next transaction
+
         return engine
 
     monkeypatch.setattr(metastore, "_create_engine", create_engine)
@@ -182,8 +190,13 @@ def sh(env: Env) -> Callable[..., CliResult]:
     """Run `lakegc` as a separate process, as users and scripts do."""
 
     def run(*args: str, input: bytes | None = None) -> CliResult:
-        proc = subprocess.run([sys.executable, "-m", "lakegc", *args], input=input, capture_output=True,
-                              env={**os.environ, **env.environ()}, timeout=600)  # a hang guard, not a speed check
+        proc = subprocess.run(
+            [sys.executable, "-m", "lakegc", *args],
+            input=input,
+            capture_output=True,
+            env={**os.environ, **env.environ()},
+            timeout=600,
+        )  # a hang guard, not a speed check
         return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
     return run
@@ -211,7 +224,9 @@ def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
     lines before it, if any, are the progress of the phases that ran), no traceback."""
     assert result.exit_code == 1, f"exit {result.exit_code}, stdout={result.stdout!r} stderr={result.stderr!r}"
     lines = result.stderr.rstrip("\n").split("\n")
-    assert [line for line in lines if line.startswith("error")] == lines[-1:], f"expected one last error line, got {result.stderr!r}"
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], (
+        f"expected one last error line, got {result.stderr!r}"
+    )
     assert all(PROGRESS.match(line) for line in lines[:-1]), f"not progress lines: {result.stderr!r}"
     lines = lines[-1:]
     assert lines[0].startswith("error: "), lines[0]
@@ -278,9 +293,15 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
     """Every file under `root`: size, mtime (ns) and content hash, to prove nothing changed."""
     if not root.exists():
         return {}
-    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
-                                             hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (
+            p.stat().st_size,
+            p.stat().st_mtime_ns,
+            hashlib.sha256(p.read_bytes()).hexdigest(),
+        )
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # -- an S3-API server on loopback (moto) behind a fault-injecting proxy ---------------------------
@@ -324,7 +345,12 @@ def bucket(s3: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Bucket:
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")  # failures that never heal should fail in seconds
     name = f"b-{uuid.uuid4().hex[:16]}"
-    client = boto3.client("s3", endpoint_url=s3.upstream,
-                          region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.upstream,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     client.create_bucket(Bucket=name)
     return Bucket(name, client, s3.faults, s3.endpoint)

@@ -40,9 +40,27 @@ if TYPE_CHECKING:
 Duration = timedelta | str
 Metastore = Lake | str | None
 
-__all__ = ["Candidate", "Lake", "Repository", "Run", "candidates", "catalog_gc", "connector_candidates",
-           "connector_folder", "connector_run", "connector_runs", "delete_rules", "gc", "get_rules", "iceberg_gc", "open_lake", "run",
-           "runs", "set_rules", "sweep"]
+__all__ = [
+    "Candidate",
+    "Lake",
+    "Repository",
+    "Run",
+    "candidates",
+    "catalog_gc",
+    "connector_candidates",
+    "connector_folder",
+    "connector_run",
+    "connector_runs",
+    "delete_rules",
+    "gc",
+    "get_rules",
+    "iceberg_gc",
+    "open_lake",
+    "run",
+    "runs",
+    "set_rules",
+    "sweep",
+]
 
 
 def open_lake(metastore: Metastore = None) -> Lake:
@@ -55,11 +73,22 @@ def duration(value: Duration) -> timedelta:
 
 
 # -- repository GC ---------------------------------------------------------------------------------
-def gc(repository: str, *, metastore: Metastore = None, dry_run: bool = False, mark_only: bool = False,
-       min_age: Duration | None = None, clean: bool = False, cutoffs: tuple[str, ...] | list[str] = (),
-       default_cutoff: str | None = None, inventory: str | None = None, master: str | None = None,
-       conf: dict[str, str] | None = None, progress: Phase = no_progress,
-       spark: "SparkSession | None" = None) -> Run:
+def gc(
+    repository: str,
+    *,
+    metastore: Metastore = None,
+    dry_run: bool = False,
+    mark_only: bool = False,
+    min_age: Duration | None = None,
+    clean: bool = False,
+    cutoffs: tuple[str, ...] | list[str] = (),
+    default_cutoff: str | None = None,
+    inventory: str | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """Collect a repository: mark what no retained commit, staged entry, copy or live token
     references and is older than `min_age` (default 24h), then, unless `dry_run` or `mark_only`,
     sweep it (re-checking each candidate first). `cutoffs` (`REGEX=POLICY`) and `default_cutoff`
@@ -69,22 +98,44 @@ def gc(repository: str, *, metastore: Metastore = None, dry_run: bool = False, m
     from lakegc.gc.job import GcOptions, run_gc
 
     settings = load_settings()
-    options = GcOptions(dry_run=dry_run, mark_only=mark_only, min_age=duration(min_age or settings.gc.min_age),
-                        clean=clean, cutoffs=tuple(cutoffs), default_cutoff=default_cutoff,
-                        master=settings.master(master), conf=settings.spark_conf(conf), inventory=inventory)
+    options = GcOptions(
+        dry_run=dry_run,
+        mark_only=mark_only,
+        min_age=duration(min_age or settings.gc.min_age),
+        clean=clean,
+        cutoffs=tuple(cutoffs),
+        default_cutoff=default_cutoff,
+        master=settings.master(master),
+        conf=settings.spark_conf(conf),
+        inventory=inventory,
+    )
     return run_gc(open_lake(metastore), repository, options, progress, spark=spark)
 
 
-def sweep(repository: str, run_id: str, *, metastore: Metastore = None, master: str | None = None,
-          conf: dict[str, str] | None = None, progress: Phase = no_progress,
-          spark: "SparkSession | None" = None) -> Run:
+def sweep(
+    repository: str,
+    run_id: str,
+    *,
+    metastore: Metastore = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """Delete the candidates of a run marked with `mark_only`, re-checking each first. `run_id` may
     be a prefix only that run's id has."""
     from lakegc.gc.job import sweep_run
 
     settings = load_settings()
-    return sweep_run(open_lake(metastore), repository, run_id, progress, spark=spark,
-                     master=settings.master(master), conf=settings.spark_conf(conf))
+    return sweep_run(
+        open_lake(metastore),
+        repository,
+        run_id,
+        progress,
+        spark=spark,
+        master=settings.master(master),
+        conf=settings.spark_conf(conf),
+    )
 
 
 def runs(repository: str, *, metastore: Metastore = None) -> list[Run]:
@@ -112,8 +163,9 @@ class Candidate:
     reason: str
 
 
-def candidates(repository: str, run_id: str, *, metastore: Metastore = None,
-               limit: int | None = None) -> Iterator[Candidate]:
+def candidates(
+    repository: str, run_id: str, *, metastore: Metastore = None, limit: int | None = None
+) -> Iterator[Candidate]:
     """The candidates a repository run marked, streamed from its folder (never all in memory)."""
     from lakegc.gc.outputs import run_folder
 
@@ -156,7 +208,9 @@ def set_rules(repository: str, rules: GcRules | dict | str, *, metastore: Metast
     """Set the repository's retention rules: lakeFS's JSON as text, a dict, or `GcRules`."""
     import json
 
-    parsed = rules if isinstance(rules, GcRules) else parse_rules(rules if isinstance(rules, str) else json.dumps(rules))
+    parsed = (
+        rules if isinstance(rules, GcRules) else parse_rules(rules if isinstance(rules, str) else json.dumps(rules))
+    )
     open_lake(metastore).repository(repository).set_gc_rules(parsed)
     return parsed
 
@@ -167,11 +221,22 @@ def delete_rules(repository: str, *, metastore: Metastore = None) -> bool:
 
 
 # -- connectors ------------------------------------------------------------------------------------
-def iceberg_gc(catalog: str, tables: list[str], *, older_than: Duration = "5d", retain_last: int = 1,
-               orphan_min_age: Duration = "3d", prefix_mismatch: str = "error", dry_run: bool = False,
-               runs_location: str | None = None, metastore: str | None = None, master: str | None = None,
-               conf: dict[str, str] | None = None, progress: Phase = no_progress,
-               spark: "SparkSession | None" = None) -> Run:
+def iceberg_gc(
+    catalog: str,
+    tables: list[str],
+    *,
+    older_than: Duration = "5d",
+    retain_last: int = 1,
+    orphan_min_age: Duration = "3d",
+    prefix_mismatch: str = "error",
+    dry_run: bool = False,
+    runs_location: str | None = None,
+    metastore: str | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """Expire snapshots of Iceberg `tables` (pyiceberg's catalog `catalog`) older than
     `older_than`, keeping at least `retain_last` per branch, then delete files under their
     locations that no table of any configured catalog references and that are older than
@@ -184,23 +249,49 @@ def iceberg_gc(catalog: str, tables: list[str], *, older_than: Duration = "5d", 
         mismatch = PrefixMismatch(prefix_mismatch)
     except ValueError:
         raise InvalidArgument(f"invalid prefix mismatch mode {prefix_mismatch!r}: error, ignore or delete") from None
-    options = IcebergGcOptions(duration(older_than), retain_last, duration(orphan_min_age), mismatch, dry_run,
-                               runs_location, settings.master(master), settings.spark_conf(conf), metastore)
+    options = IcebergGcOptions(
+        duration(older_than),
+        retain_last,
+        duration(orphan_min_age),
+        mismatch,
+        dry_run,
+        runs_location,
+        settings.master(master),
+        settings.spark_conf(conf),
+        metastore,
+    )
     return run_iceberg_gc(catalog, list(tables), options, progress, spark=spark)
 
 
-def catalog_gc(catalog: str, store: str, *, objectstore_cutoff: Duration = "14d", parquetfile_cutoff: Duration = "14d",
-               dry_run: bool = False, runs_location: str | None = None, metastore: str | None = None,
-               master: str | None = None, conf: dict[str, str] | None = None, progress: Phase = no_progress,
-               spark: "SparkSession | None" = None) -> Run:
+def catalog_gc(
+    catalog: str,
+    store: str,
+    *,
+    objectstore_cutoff: Duration = "14d",
+    parquetfile_cutoff: Duration = "14d",
+    dry_run: bool = False,
+    runs_location: str | None = None,
+    metastore: str | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """IOx-style GC of `store` against the `parquet_file` table of the catalog database `catalog`
     (a SQLAlchemy URL): hard-delete rows soft-deleted before now - `parquetfile_cutoff`, delete
     objects older than now - `objectstore_cutoff` that no row names."""
     from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
 
     settings = load_settings()
-    options = CatalogGcOptions(duration(objectstore_cutoff), duration(parquetfile_cutoff), dry_run, runs_location,
-                               settings.master(master), settings.spark_conf(conf), metastore)
+    options = CatalogGcOptions(
+        duration(objectstore_cutoff),
+        duration(parquetfile_cutoff),
+        dry_run,
+        runs_location,
+        settings.master(master),
+        settings.spark_conf(conf),
+        metastore,
+    )
     return run_catalog_gc(catalog, store, options, progress, spark=spark)
 
 
@@ -226,7 +317,8 @@ def connector_folder(kind: str, run_id: str, *, runs_location: str | None = None
     return _connector_log(kind, runs_location).folder(run_id)
 
 
-def connector_candidates(kind: str, run_id: str, *, runs_location: str | None = None,
-                         limit: int | None = None) -> Iterator[Candidate]:
+def connector_candidates(
+    kind: str, run_id: str, *, runs_location: str | None = None, limit: int | None = None
+) -> Iterator[Candidate]:
     log = _connector_log(kind, runs_location)
     return _candidates(log.folder(log.resolve(run_id)), limit)

@@ -17,8 +17,10 @@ from lakegc.repo.repository import Lake, Repository
 from lakegc.storage import LocalStorage
 from lakegc.timeutil import utcnow
 
-RULES = {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 21},
-                                                     {"branch_id": "dev", "retention_days": 7}]}
+RULES = {
+    "default_retention_days": 21,
+    "branches": [{"branch_id": "main", "retention_days": 21}, {"branch_id": "dev", "retention_days": 7}],
+}
 _LEFTOVER_AGE = timedelta(days=3)
 
 

@@ -96,7 +96,7 @@ class CorruptMetadata(LakegcError):
     replaced, unreadable or missing). Nothing may trust it: a GC run fails rather than delete."""
 
 
-def first_problem(exc: "ValidationError", whole: str) -> str:
+def first_problem(exc: ValidationError, whole: str) -> str:
     """A pydantic validation error as one line for an `error:` message: the first problem, named
     by its field (`whole` when it concerns the whole document)."""
     first = exc.errors()[0]

@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 from lakegc.errors import first_line
 from lakegc.redact import mask_secrets
@@ -98,7 +98,7 @@ def _python_error(block: str) -> str:
     if start is None:
         return "an unknown error"
     message = [lines[start]]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip() or line[0].isspace():
             break  # the JVM's own lines follow a worker's traceback in its text
         message.append(line)
@@ -124,8 +124,6 @@ def _with_type(name: str, message: str) -> str:
 
 def _short(qualified: str) -> str:
     return qualified.rsplit(".", 1)[-1]
-
-
 
 
 def _cut(line: str) -> str:

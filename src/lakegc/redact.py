@@ -21,12 +21,15 @@ _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@'\"]*:)[
 # A value ends where the URL does, or at a colon before a space (`URL: what went wrong`).
 _QUERY = re.compile(
     r"(?P<head>[?&;](?:[\w.\-]*(?:password|passwd|secret|token|credential|signature|access[_.\-]?key|api[_.\-]?key"
-    r"|private[_.\-]?key)[\w.\-]*|pwd|pass|sig|auth)=)(?:[^&\s#'\"<>:]|:(?!\s|$))*", re.IGNORECASE)
+    r"|private[_.\-]?key)[\w.\-]*|pwd|pass|sig|auth)=)(?:[^&\s#'\"<>:]|:(?!\s|$))*",
+    re.IGNORECASE,
+)
 # A `key=value` pair in free text (a libpq DSN, a Spark conf) whose key names a password or secret;
 # a libpq value may be single-quoted, with backslash escapes.
 _PAIR = re.compile(
     r"(?P<head>(?<![^\s'\"(,])[\w.\-]*(?:password|passwd|pwd|secret)[\w.\-]*\s*=\s*)(?:'(?:[^'\\]|\\.)*'|(?:[^\s'\"\\,):]|:(?!\s|$)|\\.)*)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def mask_secrets(text: str) -> str:
@@ -57,8 +60,9 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def printable(text: str) -> str:
     """`text` as one line a terminal shows as written: control characters escaped as Python writes
     them (`\\x1b`, `\\n`, `\\u202e`)."""
-    return _CONTROL.sub(lambda m: _NAMED.get(m[0]) or (f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100
-                                                        else f"\\u{ord(m[0]):04x}"), text)
+    return _CONTROL.sub(
+        lambda m: _NAMED.get(m[0]) or (f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}"), text
+    )
 
 
 def shown(text: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from lakegc.errors import InvalidArgument
 
@@ -16,19 +16,19 @@ _ISO_DURATION = re.compile(
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def as_utc(value: datetime) -> datetime:
     """Naive datetimes (as SQLite returns them) are UTC by our convention."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def parse_date(text: str) -> datetime:
     text = text.strip()
     if re.fullmatch(r"-?\d+", text):
         try:
-            return datetime.fromtimestamp(int(text), timezone.utc)
+            return datetime.fromtimestamp(int(text), UTC)
         except (OverflowError, OSError, ValueError):
             raise InvalidArgument(f"invalid date {text!r}: Unix seconds out of range") from None
     try:
@@ -45,8 +45,10 @@ def parse_duration(text: str) -> timedelta:
         m = _ISO_DURATION.match(text.upper())
         if m and not text.upper().endswith("T") and any(m.groupdict().values()):
             parts = {k: float(v) if v else 0.0 for k, v in m.groupdict().items()}
-            return _bounded(timedelta(weeks=parts["w"], days=parts["d"], hours=parts["h"], minutes=parts["m"],
-                                      seconds=parts["s"]), text)
+            return _bounded(
+                timedelta(weeks=parts["w"], days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"]),
+                text,
+            )
     except OverflowError:
         raise InvalidArgument(f"invalid duration {text!r}: too long") from None
     raise InvalidArgument(f"invalid duration {text!r}: use 90s, 30m, 6h, 7d or ISO 8601 (P7D, PT2H)")

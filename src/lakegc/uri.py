@@ -26,7 +26,7 @@ def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False, all
     """Split a lakegc URI; an empty path (`lakegc://r/main/`) means the root prefix."""
     if not text.startswith(SCHEME):
         raise InvalidArgument(f"invalid URI {text!r}: expected lakegc://REPO[/REF[/PATH]]")
-    repo, _, rest = text[len(SCHEME):].partition("/")
+    repo, _, rest = text[len(SCHEME) :].partition("/")
     validate_repo_name(repo, text)
     ref, sep, path = rest.partition("/")
     if not ref:

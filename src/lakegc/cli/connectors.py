@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
 
 import typer
 
@@ -20,30 +19,51 @@ from lakegc.timeutil import parse_duration
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
 iceberg_app = new_app("GC for Iceberg tables: expire snapshots, then delete files no table references.")
 
-RUNS = typer.Option(None, "--runs", metavar="LOCATION",
-                    help="Folder or s3:// prefix of the connector's run folders (default $LAKEGC_HOME/runs, or the "
-                         "settings file's runs).")
+RUNS = typer.Option(
+    None,
+    "--runs",
+    metavar="LOCATION",
+    help="Folder or s3:// prefix of the connector's run folders (default $LAKEGC_HOME/runs, or the "
+    "settings file's runs).",
+)
 
 
-@catalog_app.command("gc", epilog="Example: lakegc catalog gc --catalog postgresql+psycopg://iox@db/catalog "
-                                  "--store s3://bucket/iox --dry-run")
+@catalog_app.command(
+    "gc",
+    epilog="Example: lakegc catalog gc --catalog postgresql+psycopg://iox@db/catalog --store s3://bucket/iox --dry-run",
+)
 def catalog_gc(
     ctx: typer.Context,
     catalog: str = typer.Option(..., "--catalog", metavar="URL", help="SQLAlchemy URL of the catalog database."),
-    store: str = typer.Option(..., "--store", metavar="LOCATION", help="The object store: a folder or s3://bucket/prefix."),
-    objectstore_cutoff: str = typer.Option("14d", "--objectstore-cutoff",
-                                           help="Objects modified more recently are never deleted (at least 3h)."),
-    parquetfile_cutoff: str = typer.Option("14d", "--parquetfile-cutoff",
-                                           help="Rows soft-deleted more recently are kept (at least 3h)."),
+    store: str = typer.Option(
+        ..., "--store", metavar="LOCATION", help="The object store: a folder or s3://bucket/prefix."
+    ),
+    objectstore_cutoff: str = typer.Option(
+        "14d", "--objectstore-cutoff", help="Objects modified more recently are never deleted (at least 3h)."
+    ),
+    parquetfile_cutoff: str = typer.Option(
+        "14d", "--parquetfile-cutoff", help="Rows soft-deleted more recently are kept (at least 3h)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, change no row."),
-    runs: Optional[str] = RUNS, master: Optional[str] = MASTER, conf: list[str] = CONF, as_json: bool = JSON,
+    runs: str | None = RUNS,
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
 ) -> None:
     """Hard-delete expired parquet_file rows and delete the objects no row names."""
     with progress("catalog GC", as_json=as_json) as phase:
-        run = api.catalog_gc(catalog, store, objectstore_cutoff=parse_duration(objectstore_cutoff),
-                             parquetfile_cutoff=parse_duration(parquetfile_cutoff), dry_run=dry_run,
-                             runs_location=runs, metastore=state(ctx).metastore_url, master=master,
-                             conf=parse_conf(conf), progress=phase)
+        run = api.catalog_gc(
+            catalog,
+            store,
+            objectstore_cutoff=parse_duration(objectstore_cutoff),
+            parquetfile_cutoff=parse_duration(parquetfile_cutoff),
+            dry_run=dry_run,
+            runs_location=runs,
+            metastore=state(ctx).metastore_url,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+        )
     print_run(run, as_json)
 
 
@@ -51,58 +71,96 @@ def catalog_gc(
 def iceberg_gc(
     ctx: typer.Context,
     tables: list[str] = typer.Argument(..., metavar="TABLE...", help="Tables to collect, as namespace.table."),
-    catalog: str = typer.Option(..., "--catalog", metavar="NAME",
-                                help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*)."),
+    catalog: str = typer.Option(
+        ...,
+        "--catalog",
+        metavar="NAME",
+        help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*).",
+    ),
     older_than: str = typer.Option("5d", "--older-than", help="Expire snapshots older than this."),
     retain_last: int = typer.Option(1, "--retain-last", help="Keep at least this many snapshots of each branch."),
-    orphan_min_age: str = typer.Option("3d", "--orphan-min-age", help="Files modified more recently are never deleted."),
+    orphan_min_age: str = typer.Option(
+        "3d", "--orphan-min-age", help="Files modified more recently are never deleted."
+    ),
     prefix_mismatch: PrefixMismatch = typer.Option(
-        PrefixMismatch.ERROR, "--prefix-mismatch", case_sensitive=False,
-        help="A file referenced under another scheme or authority: error (stop), ignore (keep) or delete."),
+        PrefixMismatch.ERROR,
+        "--prefix-mismatch",
+        case_sensitive=False,
+        help="A file referenced under another scheme or authority: error (stop), ignore (keep) or delete.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; expire nothing, delete nothing."),
-    runs: Optional[str] = RUNS, master: Optional[str] = MASTER, conf: list[str] = CONF, as_json: bool = JSON,
+    runs: str | None = RUNS,
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
 ) -> None:
     """Expire old snapshots of the tables, then delete files under their locations no table references."""
     orphan_age = parse_duration(orphan_min_age)
     if orphan_age < timedelta(days=1) and not dry_run:
-        output.warn(f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
-                    "committed, may be deleted (Iceberg's own procedure refuses under 24h)")
+        output.warn(
+            f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
+            "committed, may be deleted (Iceberg's own procedure refuses under 24h)"
+        )
     with progress("iceberg GC", as_json=as_json) as phase:
-        run = api.iceberg_gc(catalog, tables, older_than=parse_duration(older_than), retain_last=retain_last,
-                             orphan_min_age=orphan_age, prefix_mismatch=str(prefix_mismatch), dry_run=dry_run,
-                             runs_location=runs, metastore=state(ctx).metastore_url, master=master,
-                             conf=parse_conf(conf), progress=phase)
+        run = api.iceberg_gc(
+            catalog,
+            tables,
+            older_than=parse_duration(older_than),
+            retain_last=retain_last,
+            orphan_min_age=orphan_age,
+            prefix_mismatch=str(prefix_mismatch),
+            dry_run=dry_run,
+            runs_location=runs,
+            metastore=state(ctx).metastore_url,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+        )
     print_run(run, as_json)
     if not as_json:
         expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
-        output.table("TABLE", "LOCATION", expired, "SNAPSHOTS KEPT", rows=[
-            [t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in run.details["tables"]])
+        output.table(
+            "TABLE",
+            "LOCATION",
+            expired,
+            "SNAPSHOTS KEPT",
+            rows=[
+                [t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in run.details["tables"]
+            ],
+        )
 
 
 def _records(app: typer.Typer, kind: str) -> None:
     """`runs`, `show` and `candidates` of a connector's runs."""
 
     @app.command("runs", help=f"{kind} GC runs, newest first.", epilog=f"Example: lakegc {kind} runs --json")
-    def runs(runs: Optional[str] = RUNS, as_json: bool = JSON) -> None:
+    def runs(runs: str | None = RUNS, as_json: bool = JSON) -> None:
         print_runs(api.connector_runs(kind, runs_location=runs), as_json)
 
-
-    @app.command("show", help=f"One {kind} GC run's summary.", epilog=f"Example: lakegc {kind} show 20261126T1406 --html")
-    def show(run_id: str = RUN_ID, runs: Optional[str] = RUNS, as_json: bool = JSON,
-             html: bool = typer.Option(False, "--html", help="Print where the run's report.html is.")) -> None:
+    @app.command(
+        "show", help=f"One {kind} GC run's summary.", epilog=f"Example: lakegc {kind} show 20261126T1406 --html"
+    )
+    def show(
+        run_id: str = RUN_ID,
+        runs: str | None = RUNS,
+        as_json: bool = JSON,
+        html: bool = typer.Option(False, "--html", help="Print where the run's report.html is."),
+    ) -> None:
         found = api.connector_run(kind, run_id, runs_location=runs)
         if html:
             show_report(api.connector_folder(kind, found.run_id, runs_location=runs), found)
             return
         print_run(found, as_json)
 
-
-    @app.command("candidates", help=f"The files a {kind} GC run marked for deletion (address, size, mtime, reason).",
-                 epilog=f"Example: lakegc {kind} candidates 20261126T1406 --limit 20")
-    def candidates(run_id: str = RUN_ID, runs: Optional[str] = RUNS, as_json: bool = JSON,
-                   limit: Optional[int] = LIMIT) -> None:
+    @app.command(
+        "candidates",
+        help=f"The files a {kind} GC run marked for deletion (address, size, mtime, reason).",
+        epilog=f"Example: lakegc {kind} candidates 20261126T1406 --limit 20",
+    )
+    def candidates(
+        run_id: str = RUN_ID, runs: str | None = RUNS, as_json: bool = JSON, limit: int | None = LIMIT
+    ) -> None:
         print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
-
 
 
 _records(catalog_app, "catalog")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from lakegc.cli import output
 from lakegc import api
+from lakegc.cli import output
 from lakegc.cli.gc import print_run
 from lakegc.cli.progress import progress
 from lakegc.demo import RULES, build_demo, namespace_objects
@@ -19,8 +19,10 @@ from lakegc.retention.rules import GcRules
 _MARK = ".lakegc-demo"
 
 
-def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
-         master: str = typer.Option("local[2]", "--master", help="Spark master for the GC run.")) -> None:
+def demo(
+    directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
+    master: str = typer.Option("local[2]", "--master", help="Spark master for the GC run."),
+) -> None:
     """Build a demo lake (lakeFS's worked example of retention: main keeps 21 days, dev 7; plus uncommitted
     leftovers),
     run GC on it and show what was collected."""
@@ -38,14 +40,28 @@ def demo(directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for 
         lake_demo = build_demo(lake, directory / "namespace")
     repo = lake_demo.repo
     repo.set_gc_rules(GcRules.model_validate(RULES))
-    output.say(f"Demo repository lakegc://{repo.name} at {repo.info.storage_namespace}: "
-               f"{namespace_objects(repo)} objects under data/, rules {RULES}")
-    output.table("COMMIT", "DATE", "MESSAGE", title="lakegc log lakegc://demo/main",
-                 rows=[[c.id, output.when(c.creation_date), c.message] for c in repo.log("main")])
+    output.say(
+        f"Demo repository lakegc://{repo.name} at {repo.info.storage_namespace}: "
+        f"{namespace_objects(repo)} objects under data/, rules {RULES}"
+    )
+    output.table(
+        "COMMIT",
+        "DATE",
+        "MESSAGE",
+        title="lakegc log lakegc://demo/main",
+        rows=[[c.id, output.when(c.creation_date), c.message] for c in repo.log("main")],
+    )
     with progress("GC demo") as phase:
         run = api.gc(repo.name, metastore=lake, master=master, progress=phase)
     print_run(run, as_json=False)
-    output.table("DELETED ADDRESS", "SIZE", "REASON", title="What GC collected",
-                 rows=[[c.address, c.size, c.reason] for c in api.candidates(repo.name, run.run_id, metastore=lake)])
-    output.say(f"{namespace_objects(repo)} objects left under data/. Explore with: "
-               f"lakegc --metastore {metastore} gc runs lakegc://demo")
+    output.table(
+        "DELETED ADDRESS",
+        "SIZE",
+        "REASON",
+        title="What GC collected",
+        rows=[[c.address, c.size, c.reason] for c in api.candidates(repo.name, run.run_id, metastore=lake)],
+    )
+    output.say(
+        f"{namespace_objects(repo)} objects left under data/. Explore with: "
+        f"lakegc --metastore {metastore} gc runs lakegc://demo"
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,8 +18,12 @@ app = new_app("Upload, read, list, copy, link and remove objects.")
 
 
 @app.command("upload", epilog="Example: lakegc fs upload lakegc://lake/main/events/part-0 --source part-0.parquet")
-def upload(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", "-s", help="A file, or - for stdin."),
-           as_json: bool = JSON) -> None:
+def upload(
+    ctx: typer.Context,
+    uri: str,
+    source: str = typer.Option(..., "--source", "-s", help="A file, or - for stdin."),
+    as_json: bool = JSON,
+) -> None:
     """Write an object under the namespace's data/ and stage it on the branch."""
     target = parse_uri(uri, need_path=True)
     repo = state(ctx).repo(target)
@@ -57,7 +60,9 @@ def stat(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     if as_json:
         output.emit_json(doc)
     else:
-        output.table("FIELD", "VALUE", rows=[[k, output.when(entry.mtime) if k == "mtime" else v] for k, v in doc.items()])
+        output.table(
+            "FIELD", "VALUE", rows=[[k, output.when(entry.mtime) if k == "mtime" else v] for k, v in doc.items()]
+        )
 
 
 @app.command("ls", epilog="Example: lakegc fs ls lakegc://lake/main/events/ --json")
@@ -69,8 +74,13 @@ def ls(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     if as_json:
         output.emit_json([output.entry_doc(repo, e) for e in entries])
     else:
-        output.table("PATH", "SIZE", "MTIME", "PHYSICAL ADDRESS",
-                     rows=[[e.path, e.size, output.when(e.mtime), repo.physical_address(e)] for e in entries])
+        output.table(
+            "PATH",
+            "SIZE",
+            "MTIME",
+            "PHYSICAL ADDRESS",
+            rows=[[e.path, e.size, output.when(e.mtime), repo.physical_address(e)] for e in entries],
+        )
 
 
 @app.command("rm", epilog="Example: lakegc fs rm lakegc://lake/main/events/part-0")
@@ -95,14 +105,21 @@ def cp(ctx: typer.Context, source: str, dest: str, as_json: bool = JSON) -> None
         output.say(f"{src} -> {dst}")
 
 
-@app.command("link", epilog="Example: lakegc fs link lakegc://lake/main/big --address ADDR --token TOKEN --size 1048576 --checksum MD5")
-def link(ctx: typer.Context, uri: str,
-         address: str = typer.Option(..., "--address", help="Physical address (full URI or namespace key)."),
-         token: Optional[str] = typer.Option(None, "--token", help="Token from `fs get-address` (in-namespace addresses)."),
-         size: int = typer.Option(..., "--size", min=0, help="Size in bytes."),
-         checksum: str = typer.Option(..., "--checksum", help="MD5 of the content in hex, or the store's ETag; an "
-                                                              "in-namespace object must match it."),
-         as_json: bool = JSON) -> None:
+@app.command(
+    "link",
+    epilog="Example: lakegc fs link lakegc://lake/main/big --address ADDR --token TOKEN --size 1048576 --checksum MD5",
+)
+def link(
+    ctx: typer.Context,
+    uri: str,
+    address: str = typer.Option(..., "--address", help="Physical address (full URI or namespace key)."),
+    token: str | None = typer.Option(None, "--token", help="Token from `fs get-address` (in-namespace addresses)."),
+    size: int = typer.Option(..., "--size", min=0, help="Size in bytes."),
+    checksum: str = typer.Option(
+        ..., "--checksum", help="MD5 of the content in hex, or the store's ETag; an in-namespace object must match it."
+    ),
+    as_json: bool = JSON,
+) -> None:
     """Stage an object that already exists in storage."""
     target = parse_uri(uri, need_path=True)
     repo = state(ctx).repo(target)
@@ -114,18 +131,31 @@ def link(ctx: typer.Context, uri: str,
 
 
 @app.command("get-address", epilog="Example: lakegc fs get-address lakegc://lake/main/big --ttl 6h --json")
-def get_address(ctx: typer.Context, uri: str,
-                ttl: str = typer.Option(f"{int(DEFAULT_TOKEN_TTL.total_seconds() // 3600)}h", "--ttl",
-                                        help="How long the token stays valid."),
-                as_json: bool = JSON) -> None:
+def get_address(
+    ctx: typer.Context,
+    uri: str,
+    ttl: str = typer.Option(
+        f"{int(DEFAULT_TOKEN_TTL.total_seconds() // 3600)}h", "--ttl", help="How long the token stays valid."
+    ),
+    as_json: bool = JSON,
+) -> None:
     """Get a physical address to upload to directly, and the token `fs link` needs."""
     target = parse_uri(uri, need_path=True)
     repo = state(ctx).repo(target)
     claims = repo.get_physical_address(target.ref, target.path, parse_duration(ttl))
-    doc = {"physical_address": repo.storage.full_uri(claims.address), "token": repo.sign(claims),
-           "expires_at": epoch_seconds(claims.expires_at)}
+    doc = {
+        "physical_address": repo.storage.full_uri(claims.address),
+        "token": repo.sign(claims),
+        "expires_at": epoch_seconds(claims.expires_at),
+    }
     if as_json:
         output.emit_json(doc)
     else:
-        output.table("FIELD", "VALUE", rows=[*[[k, v] for k, v in doc.items() if k != "expires_at"],
-                                             ["expires_at", output.when(claims.expires_at)]])
+        output.table(
+            "FIELD",
+            "VALUE",
+            rows=[
+                *[[k, v] for k, v in doc.items() if k != "expires_at"],
+                ["expires_at", output.when(claims.expires_at)],
+            ],
+        )

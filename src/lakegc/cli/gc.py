@@ -6,7 +6,6 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -38,8 +37,9 @@ def _repo_uri(uri: str) -> str:
 
 
 @app.command("set-config", epilog="Example: lakegc gc set-config lakegc://lake -f rules.json")
-def set_config(ctx: typer.Context, uri: str,
-               file: str = typer.Option(..., "-f", "--file", help="Rules JSON, or - for stdin.")) -> None:
+def set_config(
+    ctx: typer.Context, uri: str, file: str = typer.Option(..., "-f", "--file", help="Rules JSON, or - for stdin.")
+) -> None:
     """Set the repository's retention rules (lakeFS JSON:
     {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 28}]})."""
     repo = _repo_uri(uri)
@@ -58,8 +58,14 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     if as_json:
         output.emit_json(rules.model_dump())
     else:
-        output.table("BRANCH", "RETENTION DAYS", rows=[["(default)", rules.default_retention_days],
-                                                       *[[b.branch_id, b.retention_days] for b in rules.branches]])
+        output.table(
+            "BRANCH",
+            "RETENTION DAYS",
+            rows=[
+                ["(default)", rules.default_retention_days],
+                *[[b.branch_id, b.retention_days] for b in rules.branches],
+            ],
+        )
 
 
 @app.command("delete-config", epilog="Example: lakegc gc delete-config lakegc://lake")
@@ -71,49 +77,86 @@ def delete_config(ctx: typer.Context, uri: str) -> None:
     output.say(f"GC rules deleted for {repo!r}")
 
 
-@app.command("run", epilog="Examples: lakegc gc run lakegc://lake --dry-run · lakegc gc run lakegc://lake "
-                           "--cutoff 'main=30d' --default-cutoff 7d --min-age 48h · lakegc gc run lakegc://lake "
-                           "--mark-only, then lakegc gc sweep lakegc://lake RUN_ID")
-def run(ctx: typer.Context, uri: str,
-        dry_run: bool = typer.Option(False, "--dry-run", help="Mark and report; delete nothing."),
-        mark_only: bool = typer.Option(False, "--mark-only", help="Stop at 'marked'; sweep later with `gc sweep`."),
-        min_age: Optional[str] = typer.Option(
-            None, "--min-age", help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
-                                    "(P7D); default 24h (or the settings file's gc.min_age)."),
-        clean: bool = typer.Option(False, "--clean", help="Ignore earlier runs."),
-        cutoff: list[str] = typer.Option(
-            [], "--cutoff", help="REGEX=POLICY (repeatable), overriding the stored rules: the regex matches whole "
-                                 "branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
-                                 "a date (ISO 8601) or NONE."),
-        default_cutoff: Optional[str] = typer.Option(
-            None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."),
-        master: Optional[str] = MASTER, conf: list[str] = CONF,
-        inventory: Optional[str] = typer.Option(
-            None, "--inventory", metavar="MANIFEST",
-            help="List the namespace from this S3 Inventory manifest.json (a path or s3://...) instead of listing "
-                 "it; slices written since it was taken are listed directly. Refused when older than --min-age."),
-        as_json: bool = JSON) -> None:
+@app.command(
+    "run",
+    epilog="Examples: lakegc gc run lakegc://lake --dry-run · lakegc gc run lakegc://lake "
+    "--cutoff 'main=30d' --default-cutoff 7d --min-age 48h · lakegc gc run lakegc://lake "
+    "--mark-only, then lakegc gc sweep lakegc://lake RUN_ID",
+)
+def run(
+    ctx: typer.Context,
+    uri: str,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Mark and report; delete nothing."),
+    mark_only: bool = typer.Option(False, "--mark-only", help="Stop at 'marked'; sweep later with `gc sweep`."),
+    min_age: str | None = typer.Option(
+        None,
+        "--min-age",
+        help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
+        "(P7D); default 24h (or the settings file's gc.min_age).",
+    ),
+    clean: bool = typer.Option(False, "--clean", help="Ignore earlier runs."),
+    cutoff: list[str] = typer.Option(
+        [],
+        "--cutoff",
+        help="REGEX=POLICY (repeatable), overriding the stored rules: the regex matches whole "
+        "branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
+        "a date (ISO 8601) or NONE.",
+    ),
+    default_cutoff: str | None = typer.Option(
+        None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."
+    ),
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    inventory: str | None = typer.Option(
+        None,
+        "--inventory",
+        metavar="MANIFEST",
+        help="List the namespace from this S3 Inventory manifest.json (a path or s3://...) instead of listing "
+        "it; slices written since it was taken are listed directly. Refused when older than --min-age.",
+    ),
+    as_json: bool = JSON,
+) -> None:
     """Mark and sweep in one Spark job; prints the run's summary."""
     name = _repo_uri(uri)
     with progress(f"GC {name}", as_json=as_json) as phase:
-        summary = api.gc(name, metastore=state(ctx).lake, dry_run=dry_run, mark_only=mark_only, min_age=min_age,
-                         clean=clean, cutoffs=tuple(cutoff), default_cutoff=default_cutoff, inventory=inventory,
-                         master=master, conf=parse_conf(conf), progress=phase)
+        summary = api.gc(
+            name,
+            metastore=state(ctx).lake,
+            dry_run=dry_run,
+            mark_only=mark_only,
+            min_age=min_age,
+            clean=clean,
+            cutoffs=tuple(cutoff),
+            default_cutoff=default_cutoff,
+            inventory=inventory,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+        )
     print_run(summary, as_json)
     if mark_only and not as_json:
         metastore = f"--metastore {state(ctx).metastore_url} " if state(ctx).metastore_url else ""
-        output.say(f"Marked, nothing deleted. To delete the candidates: lakegc {metastore}gc sweep "
-                   f"lakegc://{name} {summary.run_id}")
+        output.say(
+            f"Marked, nothing deleted. To delete the candidates: lakegc {metastore}gc sweep "
+            f"lakegc://{name} {summary.run_id}"
+        )
 
 
 @app.command("sweep", epilog="Example: lakegc gc sweep lakegc://lake 20261126T140638")
-def sweep(ctx: typer.Context, uri: str, run_id: str = RUN_ID, master: Optional[str] = MASTER,
-          conf: list[str] = CONF, as_json: bool = JSON) -> None:
+def sweep(
+    ctx: typer.Context,
+    uri: str,
+    run_id: str = RUN_ID,
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
+) -> None:
     """Delete the candidates of a marked run, re-checking each first."""
     name = _repo_uri(uri)
     with progress(f"sweep {run_id}", as_json=as_json) as phase:
-        summary = api.sweep(name, run_id, metastore=state(ctx).lake, master=master, conf=parse_conf(conf),
-                            progress=phase)
+        summary = api.sweep(
+            name, run_id, metastore=state(ctx).lake, master=master, conf=parse_conf(conf), progress=phase
+        )
     print_run(summary, as_json)
 
 
@@ -124,9 +167,13 @@ def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
 
 
 @app.command("show", epilog="Example: lakegc gc show lakegc://lake 20261126T1406 --html")
-def show(ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON,
-         html: bool = typer.Option(False, "--html", help="Print where the run's report.html is, to open in a browser.")
-         ) -> None:
+def show(
+    ctx: typer.Context,
+    uri: str,
+    run_id: str = RUN_ID,
+    as_json: bool = JSON,
+    html: bool = typer.Option(False, "--html", help="Print where the run's report.html is, to open in a browser."),
+) -> None:
     """One run's summary."""
     from lakegc.gc.outputs import run_folder
 
@@ -140,8 +187,9 @@ def show(ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSO
 
 
 @app.command("candidates", epilog="Example: lakegc gc candidates lakegc://lake 20261126T1406 --limit 20")
-def candidates(ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON,
-               limit: Optional[int] = LIMIT) -> None:
+def candidates(
+    ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON, limit: int | None = LIMIT
+) -> None:
     """The deletion candidates a run marked (address, size, mtime, reason)."""
     print_candidates(api.candidates(_repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit), as_json)
 
@@ -159,9 +207,27 @@ def print_runs(found: list[Run], as_json: bool) -> None:
     if as_json:
         output.emit_json([r.to_json() for r in found])
         return
-    output.table("RUN", "STATE", "STARTED", "CANDIDATES", "DELETED", "BYTES", "NOTE", rows=[
-        [r.run_id, r.state, output.when(r.started_at), r.num_candidates, r.num_deleted, r.bytes_deleted,
-         r.error or ("dry run" if r.dry_run else r.mode)] for r in found])
+    output.table(
+        "RUN",
+        "STATE",
+        "STARTED",
+        "CANDIDATES",
+        "DELETED",
+        "BYTES",
+        "NOTE",
+        rows=[
+            [
+                r.run_id,
+                r.state,
+                output.when(r.started_at),
+                r.num_candidates,
+                r.num_deleted,
+                r.bytes_deleted,
+                r.error or ("dry run" if r.dry_run else r.mode),
+            ]
+            for r in found
+        ],
+    )
 
 
 def print_candidates(rows: Iterator[api.Candidate], as_json: bool) -> None:
@@ -173,8 +239,9 @@ def print_candidates(rows: Iterator[api.Candidate], as_json: bool) -> None:
             sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))
         sys.stdout.write("\n]\n")
         return
-    output.table("ADDRESS", "SIZE", "MTIME", "REASON",
-                 rows=[[c.address, c.size, output.when(c.mtime), c.reason] for c in rows])
+    output.table(
+        "ADDRESS", "SIZE", "MTIME", "REASON", rows=[[c.address, c.size, output.when(c.mtime), c.reason] for c in rows]
+    )
 
 
 def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ import sys
 import traceback
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
 
 import sqlalchemy as sa
 import typer
@@ -34,7 +33,9 @@ class _Group(TyperGroup):
             raise  # exit codes and usage errors: typer's own
         except Exception as exc:
             if getattr(ctx.find_root().obj, "debug", False):
-                sys.stderr.writelines(shown(line) + "\n" for line in "".join(traceback.format_exception(exc)).split("\n")[:-1])
+                sys.stderr.writelines(
+                    shown(line) + "\n" for line in "".join(traceback.format_exception(exc)).split("\n")[:-1]
+                )
                 sys.stderr.flush()
             output.fail(error_message(exc))
 
@@ -52,8 +53,14 @@ def error_message(exc: Exception) -> str:
 
 
 def new_app(help_text: str) -> typer.Typer:
-    return typer.Typer(cls=_Group, help=help_text, no_args_is_help=True, add_completion=False,
-                       pretty_exceptions_enable=False, rich_markup_mode=None)
+    return typer.Typer(
+        cls=_Group,
+        help=help_text,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
 
 
 @dataclass
@@ -82,15 +89,23 @@ def confirm(yes: bool, action: str) -> None:
     output.fail(f"refusing to {action} without --yes")
 
 
-_FORMS = ("URIs: lakegc://REPO, lakegc://REPO/REF, lakegc://REPO/REF/PATH (REF: a branch, a tag, a commit id or a "
-          "unique prefix of 8+ characters). Namespaces: /abs/path, file:///abs/path, local:///abs/path or "
-          "s3://bucket/prefix. Durations: 90s, 30m, 6h, 7d or ISO 8601 (P7D, PT2H). Dates: ISO 8601 "
-          "(2026-01-02T03:04:05Z) or Unix seconds. Settings: $LAKEGC_HOME/config.toml (metastore, runs, [spark], "
-          "[gc]), overridden by the environment and by flags. Exit status: 0 ok, 1 an error (one 'error:' line), "
-          "2 a usage error.")
-app = typer.Typer(cls=_Group, help="Garbage collection for versioned data lakes: a git-like repository and its GC.",
-                  epilog=_FORMS, no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None)
+_FORMS = (
+    "URIs: lakegc://REPO, lakegc://REPO/REF, lakegc://REPO/REF/PATH (REF: a branch, a tag, a commit id or a "
+    "unique prefix of 8+ characters). Namespaces: /abs/path, file:///abs/path, local:///abs/path or "
+    "s3://bucket/prefix. Durations: 90s, 30m, 6h, 7d or ISO 8601 (P7D, PT2H). Dates: ISO 8601 "
+    "(2026-01-02T03:04:05Z) or Unix seconds. Settings: $LAKEGC_HOME/config.toml (metastore, runs, [spark], "
+    "[gc]), overridden by the environment and by flags. Exit status: 0 ok, 1 an error (one 'error:' line), "
+    "2 a usage error."
+)
+app = typer.Typer(
+    cls=_Group,
+    help="Garbage collection for versioned data lakes: a git-like repository and its GC.",
+    epilog=_FORMS,
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
 
 
 def _print_version(given: bool) -> None:
@@ -104,16 +119,26 @@ def _print_version(given: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    metastore: Optional[str] = typer.Option(None, "--metastore", envvar="LAKEGC_METASTORE", metavar="URL",
-                                            help="SQLAlchemy URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
-                                                 "the settings file's, else sqlite:///$LAKEGC_HOME/lakegc.db)."),
-    debug: bool = typer.Option(False, "--debug", help="On an error, print its traceback before the error line "
-                                                        "(and let libraries log to stderr)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say more as long commands run (Spark's task counts "
-                                                                "in logs too)."),
+    metastore: str | None = typer.Option(
+        None,
+        "--metastore",
+        envvar="LAKEGC_METASTORE",
+        metavar="URL",
+        help="SQLAlchemy URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: "
+        "the settings file's, else sqlite:///$LAKEGC_HOME/lakegc.db).",
+    ),
+    debug: bool = typer.Option(
+        False,
+        "--debug",
+        help="On an error, print its traceback before the error line (and let libraries log to stderr).",
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Say more as long commands run (Spark's task counts in logs too)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr; only results and errors."),
-    _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                  help="Print lakegc's version and exit."),
+    _version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print lakegc's version and exit."
+    ),
 ) -> None:
     ctx.obj = State(metastore, debug)
     output.set_verbosity(0 if quiet else 2 if verbose else 1)

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 from lakegc.redact import mask_doc, shown
+from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 from lakegc.repo.repository import Repository
 from lakegc.timeutil import epoch_seconds, shown_time
 
@@ -87,21 +87,35 @@ def when(value: datetime) -> str:
 
 
 def entry_doc(repo: Repository, entry: Entry) -> dict[str, Any]:
-    return {"path": entry.path, "physical_address": repo.physical_address(entry), "size": entry.size,
-            "checksum": entry.checksum, "mtime": epoch_seconds(entry.mtime)}
+    return {
+        "path": entry.path,
+        "physical_address": repo.physical_address(entry),
+        "size": entry.size,
+        "checksum": entry.checksum,
+        "mtime": epoch_seconds(entry.mtime),
+    }
 
 
 def commit_doc(commit: Commit, *, with_metadata: bool = True) -> dict[str, Any]:
-    doc = {"id": commit.id, "parents": list(commit.parents), "message": commit.message,
-           "creation_date": epoch_seconds(commit.creation_date), "metarange_id": commit.metarange_id}
+    doc = {
+        "id": commit.id,
+        "parents": list(commit.parents),
+        "message": commit.message,
+        "creation_date": epoch_seconds(commit.creation_date),
+        "metarange_id": commit.metarange_id,
+    }
     if with_metadata:
         doc["metadata"] = commit.metadata
     return doc
 
 
 def repo_doc(info: RepositoryInfo) -> dict[str, Any]:
-    return {"id": info.name, "storage_namespace": info.storage_namespace, "default_branch": info.default_branch,
-            "creation_date": epoch_seconds(info.created_at)}
+    return {
+        "id": info.name,
+        "storage_namespace": info.storage_namespace,
+        "default_branch": info.default_branch,
+        "creation_date": epoch_seconds(info.created_at),
+    }
 
 
 def branch_doc(branch: Branch) -> dict[str, Any]:
@@ -114,5 +128,9 @@ def tag_doc(tag: Tag) -> dict[str, Any]:
 
 def change_doc(change: Change) -> dict[str, Any]:
     entry = change.right or change.left
-    return {"type": str(change.type), "path": change.path, "path_type": "object",
-            "size_bytes": entry.size if entry else None}
+    return {
+        "type": str(change.type),
+        "path": change.path,
+        "path_type": "object",
+        "size_bytes": entry.size if entry else None,
+    }

@@ -53,8 +53,14 @@ def progress(title: str, *, as_json: bool = False) -> Iterator[Phase]:
     """A Phase callback for a command's run, shown as the module says."""
     quiet = quiet_for(as_json)
     terminal = output.err_console.is_terminal and not quiet
-    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
-                  console=output.err_console, transient=False, disable=not terminal) as bar:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        TimeElapsedColumn(),
+        console=output.err_console,
+        transient=False,
+        disable=not terminal,
+    ) as bar:
         current: list[tuple[int, str]] = []  # (task, line) of the phase running
         stop = threading.Event()
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from lakegc.cli import output
@@ -20,8 +18,13 @@ YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
 @repo_app.command("create", epilog="Example: lakegc repo create lakegc://lake s3://bucket/lake")
-def repo_create(ctx: typer.Context, uri: str, namespace: str,
-                default_branch: str = typer.Option("main", "--default-branch"), as_json: bool = JSON) -> None:
+def repo_create(
+    ctx: typer.Context,
+    uri: str,
+    namespace: str,
+    default_branch: str = typer.Option("main", "--default-branch"),
+    as_json: bool = JSON,
+) -> None:
     """Create a repository over an empty storage namespace, with an initial empty commit."""
     target = parse_uri(uri)
     if target.ref:
@@ -30,8 +33,9 @@ def repo_create(ctx: typer.Context, uri: str, namespace: str,
     if as_json:
         output.emit_json(output.repo_doc(info))
     else:
-        output.say(f"Repository {info.name!r} created at {info.storage_namespace} "
-                   f"(default branch {info.default_branch!r})")
+        output.say(
+            f"Repository {info.name!r} created at {info.storage_namespace} (default branch {info.default_branch!r})"
+        )
 
 
 @repo_app.command("list", epilog="Example: lakegc repo list --json")
@@ -41,8 +45,13 @@ def repo_list(ctx: typer.Context, as_json: bool = JSON) -> None:
     if as_json:
         output.emit_json([output.repo_doc(r) for r in repos])
     else:
-        output.table("REPOSITORY", "NAMESPACE", "DEFAULT BRANCH", "CREATED",
-                     rows=[[r.name, r.storage_namespace, r.default_branch, output.when(r.created_at)] for r in repos])
+        output.table(
+            "REPOSITORY",
+            "NAMESPACE",
+            "DEFAULT BRANCH",
+            "CREATED",
+            rows=[[r.name, r.storage_namespace, r.default_branch, output.when(r.created_at)] for r in repos],
+        )
 
 
 @repo_app.command("delete", epilog="Example: lakegc repo delete lakegc://lake --yes")
@@ -57,8 +66,12 @@ def repo_delete(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
 
 
 @branch_app.command("create", epilog="Example: lakegc branch create lakegc://lake/dev --source lakegc://lake/main")
-def branch_create(ctx: typer.Context, uri: str, source: str = typer.Option(..., "--source", help="lakegc://REPO/REF"),
-                  as_json: bool = JSON) -> None:
+def branch_create(
+    ctx: typer.Context,
+    uri: str,
+    source: str = typer.Option(..., "--source", help="lakegc://REPO/REF"),
+    as_json: bool = JSON,
+) -> None:
     """Create a branch at the commit SOURCE names."""
     target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(source, need_ref=True, allow_path=False)
     _same_repo(target.repo, src.repo)
@@ -100,10 +113,14 @@ def branch_reset(ctx: typer.Context, uri: str, yes: bool = YES) -> None:
 
 
 @branch_app.command("revert", epilog="Example: lakegc branch revert lakegc://lake/main 3f2a9c1e")
-def branch_revert(ctx: typer.Context, uri: str, commit: str,
-                  parent_number: int = typer.Option(1, "--parent-number", help="For a merge: which parent to revert to."),
-                  date: Optional[str] = typer.Option(None, "--date", help="Commit date (ISO 8601 or Unix seconds)."),
-                  as_json: bool = JSON) -> None:
+def branch_revert(
+    ctx: typer.Context,
+    uri: str,
+    commit: str,
+    parent_number: int = typer.Option(1, "--parent-number", help="For a merge: which parent to revert to."),
+    date: str | None = typer.Option(None, "--date", help="Commit date (ISO 8601 or Unix seconds)."),
+    as_json: bool = JSON,
+) -> None:
     """Commit on the branch the inverse of COMMIT's changes."""
     target = parse_uri(uri, need_ref=True, allow_path=False)
     ref = commit
@@ -111,8 +128,11 @@ def branch_revert(ctx: typer.Context, uri: str, commit: str,
         other = parse_uri(commit, need_ref=True, allow_path=False)
         _same_repo(target.repo, other.repo)
         ref = other.ref
-    result = state(ctx).repo(target).revert(target.ref, ref, parent=parent_number,
-                                            date=parse_date(date) if date is not None else None)
+    result = (
+        state(ctx)
+        .repo(target)
+        .revert(target.ref, ref, parent=parent_number, date=parse_date(date) if date is not None else None)
+    )
     if as_json:
         output.emit_json(output.commit_doc(result))
     else:

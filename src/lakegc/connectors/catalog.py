@@ -18,11 +18,12 @@ the run with nothing deleted, and a dry run changes no row.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -50,7 +51,7 @@ DEFAULT_CUTOFF = timedelta(days=14)
 UNEXPECTED, INVALID, UNREFERENCED = "unexpected", "invalid", "unreferenced"
 PARQUET_FILE = sa.table("parquet_file", sa.column("object_store_id", sa.Text), sa.column("to_delete", sa.BigInteger))
 _LOOKUP_BATCH = 500  # ids per catalog query
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CatalogError(LakegcError):
@@ -72,8 +73,10 @@ def check_cutoffs(objectstore_cutoff: timedelta, parquetfile_cutoff: timedelta) 
     """Shorter cutoffs would race the queriers' caches and writes in flight."""
     for name, value in (("--objectstore-cutoff", objectstore_cutoff), ("--parquetfile-cutoff", parquetfile_cutoff)):
         if value < MIN_CUTOFF:
-            raise InvalidArgument(f"{name} {duration_text(value.total_seconds())} is under the minimum of 3h: "
-                                  "queriers and writes in flight may still need those files")
+            raise InvalidArgument(
+                f"{name} {duration_text(value.total_seconds())} is under the minimum of 3h: "
+                "queriers and writes in flight may still need those files"
+            )
 
 
 def classify(name: str) -> tuple[str | None, tuple[str, ...]]:
@@ -138,16 +141,23 @@ class ParquetFileCatalog:
         col = PARQUET_FILE.c
         with self._answering(), self.engine.connect() as conn:
             for i in range(0, len(ordered), _LOOKUP_BATCH):
-                batch = ordered[i:i + _LOOKUP_BATCH]
-                found.update(canonical_id(v) for v in conn.execute(sa.select(col.object_store_id).where(
-                    col.object_store_id.in_(batch),
-                    sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns))).scalars())
+                batch = ordered[i : i + _LOOKUP_BATCH]
+                found.update(
+                    canonical_id(v)
+                    for v in conn.execute(
+                        sa.select(col.object_store_id).where(
+                            col.object_store_id.in_(batch),
+                            sa.or_(col.to_delete.is_(None), col.to_delete >= keep_from_ns),
+                        )
+                    ).scalars()
+                )
         return found
 
     def count_expired(self, keep_from_ns: int) -> int:
         with self._answering(), self.engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.count()).select_from(PARQUET_FILE)
-                                .where(PARQUET_FILE.c.to_delete < keep_from_ns)).scalar_one()
+            return conn.execute(
+                sa.select(sa.func.count()).select_from(PARQUET_FILE).where(PARQUET_FILE.c.to_delete < keep_from_ns)
+            ).scalar_one()
 
     def hard_delete(self, keep_from_ns: int) -> int:
         """Delete the rows soft-deleted before `keep_from_ns`, in one transaction."""
@@ -155,15 +165,21 @@ class ParquetFileCatalog:
             return conn.execute(PARQUET_FILE.delete().where(PARQUET_FILE.c.to_delete < keep_from_ns)).rowcount
 
 
-def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phase: Phase = no_progress,
-                   spark: "SparkSession | None" = None) -> Run:
+def run_catalog_gc(
+    catalog_url: str,
+    store: str,
+    options: CatalogGcOptions,
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """Mark (list the store, judge each old object) and, unless a dry run, sweep (re-judge the
     candidates, hard-delete the expired rows, delete the objects)."""
     check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
     catalog = ParquetFileCatalog(catalog_url)
     runs_location = options.runs_location or default_runs_location()
-    check_root(store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)) +
-               iceberg_table_places())
+    check_root(
+        store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)) + iceberg_table_places()
+    )
     catalog.check()
     storage = open_location(store, "store")
     now = utcnow()
@@ -172,9 +188,9 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
     settings = {
         "catalog": catalog.shown,
         "objectstore cutoff": f"{duration_text(options.objectstore_cutoff.total_seconds())} "
-                              f"(objects modified before {shown_time(object_cutoff)})",
+        f"(objects modified before {shown_time(object_cutoff)})",
         "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
-                              f"(rows soft-deleted before {shown_time(now - options.parquetfile_cutoff)})",
+        f"(rows soft-deleted before {shown_time(now - options.parquetfile_cutoff)})",
     }
     started = ConnectorRun.start("catalog", storage.uri, options.dry_run, now, object_cutoff, settings, runs_location)
     run, recorder, folder = started.run, started.recorder, started.folder
@@ -200,8 +216,11 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
         recorder.transition(run, RunState.SWEEPING)
         timed("re-checking the candidates", f"{run.num_candidates} candidates")
         candidates = started.candidates(spark)
-        write_parquet(judged(candidates.select("address", "size", "mtime"), catalog_url, keep_from_ns),
-                      folder.storage, folder.key("to_delete"))
+        write_parquet(
+            judged(candidates.select("address", "size", "mtime"), catalog_url, keep_from_ns),
+            folder.storage,
+            folder.key("to_delete"),
+        )
         timed("hard-deleting catalog rows")
         run.details["catalog rows deleted"] = catalog.hard_delete(keep_from_ns)
         timed("deleting objects")
@@ -212,17 +231,19 @@ def run_catalog_gc(catalog_url: str, store: str, options: CatalogGcOptions, phas
     return run
 
 
-def judged(objects: "DataFrame", catalog_url: str, keep_from_ns: int) -> "DataFrame":
+def judged(objects: DataFrame, catalog_url: str, keep_from_ns: int) -> DataFrame:
     """The objects (address, size, mtime) that are garbage, with their reason: judged by name, and
     by the catalog for UUID names (each executor task opens its own connection)."""
+
     def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         catalog = ParquetFileCatalog(catalog_url)
         for batch in batches:
             verdicts = [classify(address.rsplit("/", 1)[-1]) for address in batch.column("address").to_pylist()]
             named = catalog.naming({i for _, ids in verdicts for i in ids}, keep_from_ns)
             reasons = [reason or (None if named.intersection(ids) else UNREFERENCED) for reason, ids in verdicts]
-            rows = pa.RecordBatch.from_arrays([*batch.columns, pa.array(reasons, pa.string())],
-                                              names=["address", "size", "mtime", "reason"])
+            rows = pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(reasons, pa.string())], names=["address", "size", "mtime", "reason"]
+            )
             yield rows.filter(pa.array([reason is not None for reason in reasons]))
         catalog.engine.dispose()
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 
+from lakegc.engine.guard import Protected
 from lakegc.metastore import default_url, sqlite_file
 from lakegc.settings import lakegc_home
-from lakegc.engine.guard import Protected
 
 
-def connector_protected(metastore_url: str | None, runs_location: str, catalog_urls: tuple[str, ...] = ()) -> list[Protected]:
+def connector_protected(
+    metastore_url: str | None, runs_location: str, catalog_urls: tuple[str, ...] = ()
+) -> list[Protected]:
     places = [Protected("the run folder", runs_location)]
     for url in catalog_urls:
         db = sqlite_file(url)
@@ -39,8 +41,11 @@ def iceberg_table_places() -> list[Protected]:
         catalog = load_catalog(name)
         try:
             for table in all_table_names(catalog):
-                places.append(Protected(f"table {table} of iceberg catalog {name!r}", catalog.load_table(table).location()))
+                places.append(
+                    Protected(f"table {table} of iceberg catalog {name!r}", catalog.load_table(table).location())
+                )
         except Exception as exc:  # pyiceberg raises plain errors of many kinds
-            raise LakegcError(f"iceberg catalog {name!r} cannot be read, so its tables' locations are unknown: "
-                              f"{first_line(exc)}") from None
+            raise LakegcError(
+                f"iceberg catalog {name!r} cannot be read, so its tables' locations are unknown: {first_line(exc)}"
+            ) from None
     return places

@@ -38,35 +38,52 @@ class ConnectorRun:
         return self.recorder.folder
 
     @classmethod
-    def start(cls, kind: str, target: str, dry_run: bool, now: datetime, cutoff: datetime, settings: dict[str, Any],
-              runs_location: str) -> "ConnectorRun":
+    def start(
+        cls,
+        kind: str,
+        target: str,
+        dry_run: bool,
+        now: datetime,
+        cutoff: datetime,
+        settings: dict[str, Any],
+        runs_location: str,
+    ) -> ConnectorRun:
         log = FolderRunLog(runs_location, kind)
         run_id = new_run_id(now)
-        run = Run(run_id, kind, target, RunState.MARKING, dry_run, now.isoformat(), cutoff.isoformat(),
-                  (now - cutoff).total_seconds(), settings=settings)
+        run = Run(
+            run_id,
+            kind,
+            target,
+            RunState.MARKING,
+            dry_run,
+            now.isoformat(),
+            cutoff.isoformat(),
+            (now - cutoff).total_seconds(),
+            settings=settings,
+        )
         recorder = Recorder(log, log.folder(run_id))
         recorder.start(run)
         return cls(run, recorder)
 
-    def tally_listing(self, listing: "DataFrame", now: datetime) -> int:
+    def tally_listing(self, listing: DataFrame, now: datetime) -> int:
         """Record the listing's age histogram and size in the run; returns how many objects are
         old enough to be judged."""
         tally = listing_tally(listing, now)
         self.run.num_listed, self.run.num_young, self.run.object_ages = tally.listed, tally.young, tally.ages
         return tally.judged
 
-    def write_candidates(self, candidates: "DataFrame") -> None:
+    def write_candidates(self, candidates: DataFrame) -> None:
         counts, _ = write_candidates(candidates, self.folder)
         self.run.record_counts(counts)
 
-    def candidates(self, spark: "SparkSession") -> "DataFrame":
+    def candidates(self, spark: SparkSession) -> DataFrame:
         return self.read(spark, "candidates")
 
-    def read(self, spark: "SparkSession", output: str) -> "DataFrame":
+    def read(self, spark: SparkSession, output: str) -> DataFrame:
         """One of the run's outputs of candidates (`candidates`, `to_delete`)."""
         return read_parquet(spark, self.folder.storage, self.folder.parts(output), ddl(CANDIDATES))
 
-    def record_deletes(self, results: "DataFrame") -> None:
+    def record_deletes(self, results: DataFrame) -> None:
         """Record delete results (`engine.delete.delete_objects` rows) as deleted/, their figures in
         the run; any failed delete fails the run (a rerun retries it)."""
         tally = record_deletes(results, self.folder.storage, self.folder.key("deleted"))

@@ -22,7 +22,7 @@ def bucket_label(index: int) -> str:
     return f"{low}d+" if index == len(BUCKETS_DAYS) - 1 else f"{low}-{BUCKETS_DAYS[index + 1]}d"
 
 
-def _bucket(age_days: "Column") -> "Column":
+def _bucket(age_days: Column) -> Column:
     from pyspark.sql import functions as F
 
     index = F.lit(0)
@@ -47,20 +47,26 @@ class ListingTally:
         return self.judged + self.young
 
 
-def listing_tally(listing: "DataFrame", now: datetime) -> ListingTally:
+def listing_tally(listing: DataFrame, now: datetime) -> ListingTally:
     """One pass over a listing (`columns.LISTING`). The rows grouped here are few: age buckets
     times the slices with young objects."""
     from pyspark.sql import functions as F
 
     age = (F.lit(now.timestamp()) - F.unix_micros(F.col("mtime")) / 1e6) / 86400
-    rows = (listing.groupBy(_bucket(age).alias("bucket"), "young", F.when(F.col("young"), F.col("slice")).alias("slice"))
-            .agg(F.count("*").alias("count"), F.sum("size").alias("bytes")).collect())
+    rows = (
+        listing.groupBy(_bucket(age).alias("bucket"), "young", F.when(F.col("young"), F.col("slice")).alias("slice"))
+        .agg(F.count("*").alias("count"), F.sum("size").alias("bytes"))
+        .collect()
+    )
     totals: dict[int, list[int]] = {}
     for r in rows:
         total = totals.setdefault(int(r["bucket"]), [0, 0])
         total[0] += int(r["count"])
         total[1] += int(r["bytes"] or 0)
     ages = [{"bucket": b, "label": bucket_label(b), "count": c, "bytes": n} for b, (c, n) in sorted(totals.items())]
-    return ListingTally(judged=sum(int(r["count"]) for r in rows if not r["young"]),
-                        young=sum(int(r["count"]) for r in rows if r["young"]),
-                        young_slices=frozenset(r["slice"] for r in rows if r["young"]), ages=ages)
+    return ListingTally(
+        judged=sum(int(r["count"]) for r in rows if not r["young"]),
+        young=sum(int(r["count"]) for r in rows if r["young"]),
+        young_slices=frozenset(r["slice"] for r in rows if r["young"]),
+        ages=ages,
+    )

@@ -1,7 +1,8 @@
 """Parquet in and out of a namespace on the executors, through lakegc's storage layer.
 
 Executors get the driver's `Storage` (it pickles with its settings, not its client) and open the
-namespace themselves (local folder or object store), so no Hadoop connector is needed, and data moves as Arrow batches (`mapInArrow`) rather than row by row.
+namespace themselves (local folder or object store), so no Hadoop connector is needed, and data
+moves as Arrow batches (`mapInArrow`) rather than row by row.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,8 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-
-def read_parquet(spark: "SparkSession", storage: Storage, keys: list[str], schema: str) -> "DataFrame":
+def read_parquet(spark: SparkSession, storage: Storage, keys: list[str], schema: str) -> DataFrame:
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
     from lakegc.engine.spark import work_items
 
@@ -57,16 +58,25 @@ class Written:
 
 
 Tally = Callable[[pa.RecordBatch], pa.Table]  # a batch's contribution to a summary: key columns + summed columns
-_PARTS_SCHEMA = pa.schema([("value", pa.string()), ("key", pa.string()), ("rows", pa.int64()), ("sha256", pa.string()),
-                           ("tally", pa.binary())])  # a written part, as its task reports it (`_part_row`)
+_PARTS_SCHEMA = pa.schema(
+    [
+        ("value", pa.string()),
+        ("key", pa.string()),
+        ("rows", pa.int64()),
+        ("sha256", pa.string()),
+        ("tally", pa.binary()),
+    ]
+)  # a written part, as its task reports it (`_part_row`)
 
 
-def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
-                  tally: tuple[Tally, list[str]] | None = None) -> Written:
+def write_parquet(
+    df: DataFrame, storage: Storage, prefix: str, tally: tuple[Tally, list[str]] | None = None
+) -> Written:
     """Write each partition of `df` as one Parquet part under `prefix/`, in one Spark job. With
     `tally` = (function, key columns), each task also sums what the function gives per batch,
     grouped by the key columns: a summary counted as the rows are written, so the output is not
     read again."""
+
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
         sums: list[pa.Table] = []
@@ -81,7 +91,10 @@ def write_parquet(df: "DataFrame", storage: Storage, prefix: str,
         if stored is not None:  # an empty partition writes no part
             yield _part_row("", stored, sum_tallies(sums, tally[1]) if tally else None)
 
-    parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in df.mapInArrow(write, ddl(_PARTS_SCHEMA)).collect()]
+    parts = [
+        Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"]))
+        for r in df.mapInArrow(write, ddl(_PARTS_SCHEMA)).collect()
+    ]
     tallies = [p.tally for p in parts if p.tally is not None]
     return Written(parts, sum_tallies(tallies, tally[1]) if tally and tallies else None)
 
@@ -97,8 +110,7 @@ def write_driver_parquet(storage: Storage, key: str, batches: Iterable[pa.Record
     return stored[0] if stored else 0
 
 
-def write_groups(df: "DataFrame", storage: Storage, folder_of: Callable[[str], str],
-                 group: str) -> dict[str, list[Part]]:
+def write_groups(df: DataFrame, storage: Storage, folder_of: Callable[[str], str], group: str) -> dict[str, list[Part]]:
     """Write `df` as Parquet files of one `group` value each (the column is not stored), in one
     Spark job: file names under `folder_of(value)`. Returns value -> its parts (a short list: a
     file per value and task, never the rows). Rows are grouped first, so a value's rows land in
@@ -131,9 +143,16 @@ def _part_row(value: str, stored: tuple[int, str, str], tally: pa.Table | None) 
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, tally.schema) as writer:
             writer.write_table(tally)
-    return pa.RecordBatch.from_pydict({"value": [value], "key": [key], "rows": [rows], "sha256": [digest],
-                                       "tally": [sink.getvalue().to_pybytes() if sink is not None else None]},
-                                      schema=_PARTS_SCHEMA)
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": [value],
+            "key": [key],
+            "rows": [rows],
+            "sha256": [digest],
+            "tally": [sink.getvalue().to_pybytes() if sink is not None else None],
+        },
+        schema=_PARTS_SCHEMA,
+    )
 
 
 def sum_tallies(tables: list[pa.Table], keys: list[str]) -> pa.Table:
@@ -144,14 +163,17 @@ def sum_tallies(tables: list[pa.Table], keys: list[str]) -> pa.Table:
     return summed.select([*keys, *(f"{c}_sum" for c in values)]).rename_columns([*keys, *values])
 
 
-def store_batches(storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None) -> int | None:
+def store_batches(
+    storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None
+) -> int | None:
     """Write batches to `key` (see `_store`); the rows written, or None when nothing was."""
     stored = _store(storage, key, batches, schema)
     return stored[0] if stored else None
 
 
-def _store(storage: Storage, key: str, batches: Iterable[pa.RecordBatch],
-           schema: pa.Schema | None) -> tuple[int, str, str] | None:
+def _store(
+    storage: Storage, key: str, batches: Iterable[pa.RecordBatch], schema: pa.Schema | None
+) -> tuple[int, str, str] | None:
     """Write batches to `key` through a spooled temp file, so neither driver nor executor holds the
     whole set; returns (rows, key, SHA-256 of the bytes written). With no schema, it comes from the
     first batch, and no batch means no object (None)."""

@@ -23,12 +23,18 @@ BY_REASON = ["reason"]
 
 def reason_tally(batch: pa.RecordBatch) -> pa.Table:
     """What one batch of candidates adds up to, by reason: (reason, count, bytes)."""
-    return pa.table({"reason": batch.column("reason"), "count": pa.repeat(pa.scalar(1, pa.int64()), batch.num_rows),
-                     "bytes": pc.fill_null(batch.column("size"), 0)})
+    return pa.table(
+        {
+            "reason": batch.column("reason"),
+            "count": pa.repeat(pa.scalar(1, pa.int64()), batch.num_rows),
+            "bytes": pc.fill_null(batch.column("size"), 0),
+        }
+    )
 
 
-def write_candidates(candidates: "DataFrame", folder: RunFolder,
-                     tally: tuple[Tally, list[str]] = (reason_tally, BY_REASON)) -> tuple[CandidateCounts, pa.Table | None]:
+def write_candidates(
+    candidates: DataFrame, folder: RunFolder, tally: tuple[Tally, list[str]] = (reason_tally, BY_REASON)
+) -> tuple[CandidateCounts, pa.Table | None]:
     """Write the candidates as `candidates/` of the run's folder; returns their counts and the
     whole tally (rows of the tally's keys with `count` and `bytes`)."""
     written = write_parquet(candidates, folder.storage, folder.key("candidates"), tally=tally)
@@ -42,5 +48,6 @@ def counts_of(tallied: pa.Table | None) -> CandidateCounts:
     by_reason: dict[str, int] = {}
     for row in tallied.select(["reason", "count"]).to_pylist():
         by_reason[row["reason"]] = by_reason.get(row["reason"], 0) + int(row["count"])
-    return CandidateCounts(sum(by_reason.values()), int(pc.sum(tallied["bytes"]).as_py() or 0),
-                           dict(sorted(by_reason.items())))
+    return CandidateCounts(
+        sum(by_reason.values()), int(pc.sum(tallied["bytes"]).as_py() or 0), dict(sorted(by_reason.items()))
+    )

@@ -6,7 +6,8 @@ first few small jobs took 7 s of CPU instead of 12 s, and a GC run of the demo l
 21 s. The archive (about 170 MB, in the user's cache) is the JVM's own, a dynamic AppCDS archive
 (`-XX:ArchiveClassesAtExit`), written once per machine, Java runtime and set of Spark jars by the
 first `lakegc` command that starts Spark without one: its JVM writes the archive as it exits, and
-the command waits for that (seconds, once), checks the archive maps, and moves it into place. Only whole archives are ever used: a truncated one crashes the
+the command waits for that (seconds, once), checks the archive maps, and moves it into place.
+Only whole archives are ever used: a truncated one crashes the
 JVM that maps it (SIGBUS), so an archive is installed by rename, carries its size in its name, and is
 passed over when its size differs. One that does not match the JVM's class path or flags is refused
 by the JVM itself, which then loads classes the usual way (its CDS warnings are off: the JVM prints
@@ -69,9 +70,21 @@ class Archive:
         error (`-Xshare:on` fails instead of falling back; one cut short crashes it, which leaves no
         crash report behind); older archives go. None when it does not."""
         try:
-            checked = subprocess.run([java, "-Xshare:on", f"-XX:SharedArchiveFile={tmp}", QUIET,
-                                      "-XX:+SuppressFatalErrorMessage", "-cp", classpath, "-version"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+            checked = subprocess.run(
+                [
+                    java,
+                    "-Xshare:on",
+                    f"-XX:SharedArchiveFile={tmp}",
+                    QUIET,
+                    "-XX:+SuppressFatalErrorMessage",
+                    "-cp",
+                    classpath,
+                    "-version",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=120,
+            )
             if checked.returncode != 0:
                 return None
             final = self.folder / f"spark-{self.key}-{tmp.stat().st_size}.jsa"
@@ -118,8 +131,11 @@ def can_record(spark_home: Path, env: dict[str, str], conf: dict[str, str]) -> b
     """Whether the driver's class path will hold only jars, as writing an archive requires (the
     launcher adds SPARK_HOME/conf when SPARK_CONF_DIR is unset; pip's pyspark has none)."""
     conf_dir = spark_home / "conf"
-    return (not any(env.get(name) for name in _CLASSPATH_ADDITIONS) and not conf.get("spark.driver.extraClassPath")
-            and not (conf_dir.is_dir() and any(conf_dir.iterdir())))
+    return (
+        not any(env.get(name) for name in _CLASSPATH_ADDITIONS)
+        and not conf.get("spark.driver.extraClassPath")
+        and not (conf_dir.is_dir() and any(conf_dir.iterdir()))
+    )
 
 
 def _age(path: Path) -> float:

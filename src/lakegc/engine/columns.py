@@ -15,13 +15,25 @@ import pyarrow as pa
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
-LISTING = pa.schema([("address", pa.string()), ("size", pa.int64()), ("mtime", TIMESTAMP), ("slice", pa.string()),
-                     ("young", pa.bool_())])
+LISTING = pa.schema(
+    [
+        ("address", pa.string()),
+        ("size", pa.int64()),
+        ("mtime", TIMESTAMP),
+        ("slice", pa.string()),
+        ("young", pa.bool_()),
+    ]
+)
 CANDIDATES = pa.schema([("address", pa.string()), ("size", pa.int64()), ("mtime", TIMESTAMP), ("reason", pa.string())])
 DELETES = pa.schema([*CANDIDATES, ("deleted", pa.bool_()), ("error", pa.string())])
 
-_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", TIMESTAMP: "timestamp", pa.bool_(): "boolean",
-                pa.binary(): "binary"}
+_SPARK_TYPES = {
+    pa.string(): "string",
+    pa.int64(): "long",
+    TIMESTAMP: "timestamp",
+    pa.bool_(): "boolean",
+    pa.binary(): "binary",
+}
 
 
 def ddl(schema: pa.Schema) -> str:

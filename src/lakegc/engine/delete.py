@@ -13,8 +13,9 @@ and the keys not yet tried come back *deferred*, for a later round that checks t
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,13 +43,15 @@ class DeleteTally:
     failed: int = 0  # tried and not gone (deferred keys are not failed: a later round tries them)
     deferred_parts: tuple[str, ...] = ()  # parts of the last round holding keys deferred to the next
 
-    def __add__(self, other: "DeleteTally") -> "DeleteTally":
-        return DeleteTally(self.deleted + other.deleted, self.bytes + other.bytes, self.failed + other.failed,
-                           other.deferred_parts)
+    def __add__(self, other: DeleteTally) -> DeleteTally:
+        return DeleteTally(
+            self.deleted + other.deleted, self.bytes + other.bytes, self.failed + other.failed, other.deferred_parts
+        )
 
 
-def delete_objects(spark: "SparkSession", storage: Storage, to_delete: "DataFrame",
-                   deadline: float = float("inf")) -> "DataFrame":
+def delete_objects(
+    spark: SparkSession, storage: Storage, to_delete: DataFrame, deadline: float = float("inf")
+) -> DataFrame:
     """Delete the objects of `to_delete` (CANDIDATES rows) on the executors: one DELETES row each.
     Each task deletes whole folders in key order: tasks unlinking in the same folders at once wait
     on each other's folder locks (50K local deletes spread at random took 12 s)."""
@@ -59,7 +62,7 @@ def delete_objects(spark: "SparkSession", storage: Storage, to_delete: "DataFram
     return by_folder.mapInArrow(lambda batches: _delete(storage, batches, deadline), ddl(DELETES))
 
 
-def record_deletes(results: "DataFrame", storage: Storage, folder: str) -> DeleteTally:
+def record_deletes(results: DataFrame, storage: Storage, folder: str) -> DeleteTally:
     """Write delete results (DELETES rows) as Parquet parts under `folder`, counting them as they
     are written: one Spark job, and the deletes happen as it runs."""
     written = write_parquet(results, storage, folder, tally=(deletion_tally, []))
@@ -109,7 +112,8 @@ def _delete_batch(storage: Storage, rows: list[dict], deadline: float = float("i
                 todo.append(outcome.key)
     return pa.RecordBatch.from_pylist(
         [{**row, "deleted": errors.get(row["address"]) is None, "error": errors.get(row["address"])} for row in rows],
-        schema=DELETES)
+        schema=DELETES,
+    )
 
 
 def deletion_tally(batch: pa.RecordBatch) -> pa.Table:
@@ -119,5 +123,12 @@ def deletion_tally(batch: pa.RecordBatch) -> pa.Table:
     deferred = pc.fill_null(pc.starts_with(batch.column("error"), DEFERRED), False)
     n_deferred = pc.sum(deferred.cast(pa.int64())).as_py() or 0
     n_deleted = pc.sum(deleted.cast(pa.int64())).as_py() or 0
-    return pa.table({"deleted": [n_deleted], "bytes": [pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0],
-                     "failed": [batch.num_rows - n_deleted - n_deferred], "deferred": [n_deferred]}, schema=_TALLY)
+    return pa.table(
+        {
+            "deleted": [n_deleted],
+            "bytes": [pc.sum(pc.filter(batch.column("size"), deleted)).as_py() or 0],
+            "failed": [batch.num_rows - n_deleted - n_deferred],
+            "deferred": [n_deferred],
+        },
+        schema=_TALLY,
+    )

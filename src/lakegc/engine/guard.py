@@ -17,9 +17,9 @@ guard lives in the storage backends (a local delete never follows a symlink out 
 from __future__ import annotations
 
 import pwd
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from lakegc.errors import InvalidArgument, UnsafeLocation
 from lakegc.storage import real_location, within

@@ -8,9 +8,10 @@ levels down (`location_folders`). Nothing here follows a symlink (the storage ba
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +34,7 @@ class Folder:
     slice: str
 
 
-def list_folders(spark: "SparkSession", storage: Storage, folders: list[Folder], older_than: datetime) -> "DataFrame":
+def list_folders(spark: SparkSession, storage: Storage, folders: list[Folder], older_than: datetime) -> DataFrame:
     """LISTING rows for the objects of `folders`, each folder listed by one task on the executors;
     `young` marks those modified at or after `older_than`."""
     from lakegc.engine.spark import work_items
@@ -55,11 +56,18 @@ def listing_rows(found: pa.RecordBatch, slice_names: pa.Array, cutoff: datetime)
     """A storage listing batch (and each object's slice) as LISTING rows."""
     mtimes = found.column("mtime")
     return pa.RecordBatch.from_arrays(
-        [found.column("key"), found.column("size"), mtimes, slice_names,
-         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING)
+        [
+            found.column("key"),
+            found.column("size"),
+            mtimes,
+            slice_names,
+            pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type)),
+        ],
+        schema=LISTING,
+    )
 
 
-def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame", older_than: datetime) -> "DataFrame":
+def stat_objects(spark: SparkSession, storage: Storage, addresses: DataFrame, older_than: datetime) -> DataFrame:
     """Look up objects one by one (columns `address`, `slice`), as LISTING rows; the ones that no
     longer exist are left out."""
     cutoff = older_than
@@ -69,13 +77,18 @@ def stat_objects(spark: "SparkSession", storage: Storage, addresses: "DataFrame"
             pairs = zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
             found = [(info, name) for key, name in pairs if (info := storage.stat(key)) is not None]
             if found:
-                yield listing_rows(listing_batch([info for info, _ in found]),
-                                   pa.array([name for _, name in found], pa.string()), cutoff)
+                yield listing_rows(
+                    listing_batch([info for info, _ in found]),
+                    pa.array([name for _, name in found], pa.string()),
+                    cutoff,
+                )
 
     return addresses.select("address", "slice").mapInArrow(stat, ddl(LISTING))
 
 
-def location_folders(storage: Storage, label: str = "", depth: int = 2, leave_out: tuple[str, ...] = ()) -> list[Folder]:
+def location_folders(
+    storage: Storage, label: str = "", depth: int = 2, leave_out: tuple[str, ...] = ()
+) -> list[Folder]:
     """Listing tasks (labelled `label`) that cover every object under the storage's root exactly
     once: the folders `depth` levels down are listed with everything below them, the ones above
     only for their own objects (Iceberg: `data/<partition>/`, `metadata/`; IOx: `<namespace>/<table>/`).

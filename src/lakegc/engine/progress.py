@@ -22,7 +22,7 @@ def no_progress(name: str, detail: str = "") -> None:
 class PhaseTimer:
     """Calls the phase callback and records how long each phase took in the run."""
 
-    def __init__(self, run: "Run", phase: Phase):
+    def __init__(self, run: Run, phase: Phase):
         self.run, self.phase = run, phase
         self.current: str | None = None
         self.started = time.monotonic()

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#1d2430;padding:0 1rem}
 h1{font-size:1.35rem;margin-bottom:.2rem} h2{font-size:1.05rem;margin-top:2rem;border-bottom:1px solid #dde2ea}
-table{border-collapse:collapse;margin:.5rem 0} td,th{padding:.25rem .7rem;border-bottom:1px solid #eef1f5;text-align:left}
+table{border-collapse:collapse;margin:.5rem 0}
+td,th{padding:.25rem .7rem;border-bottom:1px solid #eef1f5;text-align:left}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#667085}
 .state{display:inline-block;padding:.1rem .55rem;border-radius:.8rem;color:#fff;font-weight:600}
 .swept{background:#1a7f37}.failed{background:#cf222e}.marked,.marking,.sweeping{background:#9a6700}
@@ -27,7 +28,7 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#6670
 _REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da", "orphan": "#0969da", "prefix mismatch": "#cf222e"}
 
 
-def summary_rows(run: "Run") -> list[list[object]]:
+def summary_rows(run: Run) -> list[list[object]]:
     """The run as people read it: what ran, what it looked at, what it found, what it deleted."""
     rows: list[list[object]] = [["state", run.state + (f" ({run.error})" if run.error else "")]]
     if run.kind == "repository":
@@ -36,7 +37,10 @@ def summary_rows(run: "Run") -> list[list[object]]:
             ["mode", f"{mode}{run.mode}" + (f": {run.mode_reason}" if run.mode_reason else "")],
             ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
             ["policy", run.policy],
-            ["min-age", f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})"],
+            [
+                "min-age",
+                f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})",
+            ],
             ["commits", f"{run.active_commits} active, {run.expired_commits} expired"],
             ["slices", f"{run.num_slices_listed} listed, {run.num_slices_skipped} skipped (settled)"],
         ]
@@ -51,11 +55,17 @@ def summary_rows(run: "Run") -> list[list[object]]:
     if run.mode == "incremental":
         rows.append(["looked up again", f"{run.num_rechecked} (lost a reference since run {run.base_run_id})"])
     by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(run.candidates_by_reason.items()))
-    rows.append(["candidates", f"{run.num_candidates} ({human_bytes(run.bytes_candidates)})"
-                 + (f": {by_reason}" if by_reason else "")])
+    rows.append(
+        [
+            "candidates",
+            f"{run.num_candidates} ({human_bytes(run.bytes_candidates)})" + (f": {by_reason}" if by_reason else ""),
+        ]
+    )
     if (run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)) or run.num_deleted:
         revived = f", {run.num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
-        rows.append(["deleted", f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}"])
+        rows.append(
+            ["deleted", f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}"]
+        )
     rows += [[name, value] for name, value in run.details.items() if not isinstance(value, (list, dict))]
     if run.phases:
         rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases:"])
@@ -65,12 +75,14 @@ def summary_rows(run: "Run") -> list[list[object]]:
     return rows
 
 
-def listed_text(run: "Run") -> str:
+def listed_text(run: Run) -> str:
     """How many objects a run judged, and how many it kept for being younger than its cutoff."""
     if not run.num_young:
         return f"{run.num_listed}"
-    return (f"{run.num_listed}, of which {run.num_young} younger than the min-age {duration_text(run.min_age_seconds)}: "
-            f"kept, never candidates")
+    return (
+        f"{run.num_listed}, of which {run.num_young} younger than the min-age {duration_text(run.min_age_seconds)}: "
+        f"kept, never candidates"
+    )
 
 
 def duration_text(seconds: float) -> str:
@@ -88,29 +100,52 @@ def human_bytes(n: float) -> str:
     return f"{n:.0f} B" if i == 0 else f"{n:.1f} {units[i]}"
 
 
-def render_report(run: "Run") -> str:
+def render_report(run: Run) -> str:
     """The whole report as one HTML page."""
     if run.num_deleted or (run.state == "swept" and not run.dry_run):
         reclaimed = f"{human_bytes(run.bytes_deleted)} reclaimed: {run.num_deleted:,} objects deleted"
     else:
-        reclaimed = (f"{human_bytes(run.bytes_candidates)} would be reclaimed by {run.num_candidates:,} candidates "
-                     "(nothing deleted yet)")
-    title = f"GC run {run.run_id} · {run.target}" if run.kind == "repository" else \
-        f"{run.kind} GC run {run.run_id} · {run.target}"
+        reclaimed = (
+            f"{human_bytes(run.bytes_candidates)} would be reclaimed by {run.num_candidates:,} candidates "
+            "(nothing deleted yet)"
+        )
+    title = (
+        f"GC run {run.run_id} · {run.target}"
+        if run.kind == "repository"
+        else f"{run.kind} GC run {run.run_id} · {run.target}"
+    )
     parts = [
-        *report_top(title, str(run.state), run.started_at, run.finished_at, reclaimed, summary_rows(run), run.phases,
-                    run.candidates_by_reason),
+        *report_top(
+            title,
+            str(run.state),
+            run.started_at,
+            run.finished_at,
+            reclaimed,
+            summary_rows(run),
+            run.phases,
+            run.candidates_by_reason,
+        ),
     ]
     if run.kind == "repository":  # its candidates by slice age and reason: the reasons' bars are there
         parts += ["<h2>Candidates by slice age</h2>", _candidate_ages(run.candidate_ages)]
     else:
-        parts.append(bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())]))
+        parts.append(
+            bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())])
+        )
     parts += ["<h2>Ages of the listed objects</h2>", age_histogram(run.object_ages, run.min_age_seconds / 86400)]
     return page(f"lakegc run {run.run_id}", parts)
 
 
-def report_top(title: str, state: str, started_at: str, finished_at: str | None, reclaimed: str,
-               summary: list[list[Any]], phases: dict[str, float], by_reason: dict[str, int]) -> list[str]:
+def report_top(
+    title: str,
+    state: str,
+    started_at: str,
+    finished_at: str | None,
+    reclaimed: str,
+    summary: list[list[Any]],
+    phases: dict[str, float],
+    by_reason: dict[str, int],
+) -> list[str]:
     """What every run's report opens with: title, state and times, what was reclaimed, the summary,
     the time per phase and the candidates by reason."""
     return [
@@ -118,8 +153,10 @@ def report_top(title: str, state: str, started_at: str, finished_at: str | None,
         f'<p><span class="state {escape(state)}">{escape(state)}</span> '
         f'<span class="muted">{escape(shown_time(started_at))} → {escape(shown_time(finished_at))}</span></p>',
         f'<p class="big">{escape(reclaimed)}</p>',
-        "<h2>Summary</h2>", html_table(["", ""], [[str(k), str(v)] for k, v in summary]),
-        "<h2>Time per phase</h2>", phases_html(phases),
+        "<h2>Summary</h2>",
+        html_table(["", ""], [[str(k), str(v)] for k, v in summary]),
+        "<h2>Time per phase</h2>",
+        phases_html(phases),
         "<h2>Candidates by reason</h2>",
         html_table(["reason", "objects"], [[r, f"{n:,}"] for r, n in sorted(by_reason.items())], numeric={1}),
     ]
@@ -127,8 +164,10 @@ def report_top(title: str, state: str, started_at: str, finished_at: str | None,
 
 def page(title: str, parts: list[str]) -> str:
     """One self-contained HTML page of the given parts."""
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
 
 
 def html_table(header: list[str], rows: list[list[str]], numeric: frozenset[int] | set[int] = frozenset()) -> str:
@@ -136,7 +175,7 @@ def html_table(header: list[str], rows: list[list[str]], numeric: frozenset[int]
         return '<p class="muted">none</p>'
 
     def cells(tag: str, values: list[str]) -> str:
-        return "".join(f'<{tag}{" class=n" if i in numeric else ""}>{escape(v)}</{tag}>' for i, v in enumerate(values))
+        return "".join(f"<{tag}{' class=n' if i in numeric else ''}>{escape(v)}</{tag}>" for i, v in enumerate(values))
 
     head = f"<tr>{cells('th', header)}</tr>" if any(header) else ""
     body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
@@ -147,21 +186,26 @@ def phases_html(phases: dict[str, float]) -> str:
     total = sum(phases.values()) or 1.0
     rows = [[name, f"{sec:.2f} s", f"{100 * sec / total:.0f} %"] for name, sec in phases.items()]
     return html_table(["phase", "seconds", "share"], rows, numeric={1, 2}) + bars_svg(
-        [(name, sec, "#57606a") for name, sec in phases.items()], unit="s")
+        [(name, sec, "#57606a") for name, sec in phases.items()], unit="s"
+    )
 
 
 def _candidate_ages(buckets: list[dict]) -> str:
     rows = [[b["label"], b["reason"], f"{b['count']:,}", human_bytes(b["bytes"])] for b in buckets]
     return html_table(["slice age", "reason", "objects", "bytes"], rows, numeric={2, 3}) + bars_svg(
-        [(f"{b['label']} {b['reason']}", b["count"], _REASON_COLOURS.get(b["reason"], "#57606a")) for b in buckets])
+        [(f"{b['label']} {b['reason']}", b["count"], _REASON_COLOURS.get(b["reason"], "#57606a")) for b in buckets]
+    )
 
 
-_AGES_NOTE = ("Age = time since the object was last modified, for the objects this run listed "
-              "(an incremental run lists only the slices it did not skip).")
+_AGES_NOTE = (
+    "Age = time since the object was last modified, for the objects this run listed "
+    "(an incremental run lists only the slices it did not skip)."
+)
 
 
-def age_histogram(buckets: list[dict], min_age_days: float, cutoff: str = "min-age cutoff",
-                  note: str = _AGES_NOTE) -> str:
+def age_histogram(
+    buckets: list[dict], min_age_days: float, cutoff: str = "min-age cutoff", note: str = _AGES_NOTE
+) -> str:
     """Objects per age bucket as vertical bars, with the cutoff (`min_age_days`) drawn where it falls."""
     counts = {b["bucket"]: b["count"] for b in buckets}
     if not counts:
@@ -173,17 +217,23 @@ def age_histogram(buckets: list[dict], min_age_days: float, cutoff: str = "min-a
     for i in range(n):
         h = (height - 2 * pad) * counts.get(i, 0) / top
         x = i * bar
-        shapes.append(f'<rect x="{x + 4}" y="{height - pad - h:.1f}" width="{bar - 8}" height="{h:.1f}" fill="#0969da">'
-                      f"<title>{escape(bucket_label(i))}: {counts.get(i, 0):,}</title></rect>"
-                      f'<text x="{x + bar / 2}" y="{height - pad + 16}" text-anchor="middle">{escape(bucket_label(i))}</text>'
-                      f'<text x="{x + bar / 2}" y="{height - pad - h - 4:.1f}" text-anchor="middle">{counts.get(i, 0):,}</text>')
+        shapes.append(
+            f'<rect x="{x + 4}" y="{height - pad - h:.1f}" width="{bar - 8}" height="{h:.1f}" fill="#0969da">'
+            f"<title>{escape(bucket_label(i))}: {counts.get(i, 0):,}</title></rect>"
+            f'<text x="{x + bar / 2}" y="{height - pad + 16}" text-anchor="middle">{escape(bucket_label(i))}</text>'
+            f'<text x="{x + bar / 2}" y="{height - pad - h - 4:.1f}" text-anchor="middle">{counts.get(i, 0):,}</text>'
+        )
     cut = _position(min_age_days) * bar
-    shapes.append(f'<line x1="{cut:.1f}" x2="{cut:.1f}" y1="{pad / 2}" y2="{height - pad}" stroke="#cf222e" '
-                  f'stroke-width="2" stroke-dasharray="6 4"/><text x="{cut + 6:.1f}" y="{pad / 2 + 10}" fill="#cf222e">'
-                  f"{escape(cutoff)} ({duration_text(min_age_days * 86400)}): younger objects are never candidates</text>")
-    return (f'<svg role="img" aria-label="object ages" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}">{"".join(shapes)}</svg>'
-            f'<p class="muted">{escape(note)}</p>')
+    shapes.append(
+        f'<line x1="{cut:.1f}" x2="{cut:.1f}" y1="{pad / 2}" y2="{height - pad}" stroke="#cf222e" '
+        f'stroke-width="2" stroke-dasharray="6 4"/><text x="{cut + 6:.1f}" y="{pad / 2 + 10}" fill="#cf222e">'
+        f"{escape(cutoff)} ({duration_text(min_age_days * 86400)}): younger objects are never candidates</text>"
+    )
+    return (
+        f'<svg role="img" aria-label="object ages" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">{"".join(shapes)}</svg>'
+        f'<p class="muted">{escape(note)}</p>'
+    )
 
 
 def _position(days: float) -> float:
@@ -206,7 +256,10 @@ def bars_svg(items: list[tuple[str, float, str]], unit: str = "") -> str:
         w = (width - label_w - 90) * value / top
         y = i * row
         shown = f"{value:,.2f} {unit}" if unit else f"{value:,.0f}"
-        shapes.append(f'<text x="0" y="{y + 15}">{escape(label)}</text>'
-                      f'<rect x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" fill="{colour}"/>'
-                      f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{shown}</text>')
-    return f'<svg width="{width}" height="{row * len(items)}" viewBox="0 0 {width} {row * len(items)}">{"".join(shapes)}</svg>'
+        shapes.append(
+            f'<text x="0" y="{y + 15}">{escape(label)}</text>'
+            f'<rect x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row - 8}" fill="{colour}"/>'
+            f'<text x="{label_w + w + 6:.1f}" y="{y + 15}">{shown}</text>'
+        )
+    height = row * len(items)
+    return f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}">{"".join(shapes)}</svg>'

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -81,7 +81,7 @@ def check_transition(run_id: str, frm: RunState, to: RunState) -> None:
 def new_run_id(now: datetime) -> str:
     """The start time to the millisecond (UTC, ISO 8601's basic form), then randomness: ids sort by
     time, read as a date, and a few leading characters select a run (`RunLog.resolve`)."""
-    at = now.astimezone(timezone.utc)
+    at = now.astimezone(UTC)
     return f"{at:%Y%m%dT%H%M%S}{at.microsecond // 1000:03d}Z-{secrets.token_hex(3)}"
 
 
@@ -141,7 +141,7 @@ class Run:
         return doc
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "Run":
+    def from_json(cls, doc: dict[str, Any]) -> Run:
         """A record as `to_json` wrote it, or as lakegc wrote one before runs had one record (a
         repository run's `repository`, a connector run's `connector`)."""
         values = {k: v for k, v in doc.items() if k in _FIELDS}
@@ -152,19 +152,30 @@ class Run:
         values["state"] = RunState(values["state"])
         return cls(**values)
 
-    def masked(self) -> "Run":
+    def masked(self) -> Run:
         """The run as it may be written down: every credential in it masked."""
         return Run.from_json(mask_doc(self.to_json()))
 
-    def record_counts(self, counts: "CandidateCounts") -> None:
+    def record_counts(self, counts: CandidateCounts) -> None:
         self.num_candidates, self.bytes_candidates = counts.total, counts.bytes
         self.candidates_by_reason = dict(counts.by_reason)
 
 
 _FIELDS = {f.name for f in fields(Run)}
-_REPOSITORY_ONLY = {"mode_reason", "base_run_id", "num_slices_listed", "num_slices_skipped", "num_rechecked",
-                    "refs_sha256", "candidate_ages", "active_commits", "expired_commits", "num_revived", "mark_only",
-                    "policy"}
+_REPOSITORY_ONLY = {
+    "mode_reason",
+    "base_run_id",
+    "num_slices_listed",
+    "num_slices_skipped",
+    "num_rechecked",
+    "refs_sha256",
+    "candidate_ages",
+    "active_commits",
+    "expired_commits",
+    "num_revived",
+    "mark_only",
+    "policy",
+}
 _CONNECTOR_ONLY = {"settings", "details"}
 
 
@@ -246,41 +257,65 @@ class MetastoreRunLog:
 
     def create(self, run: Run, parameters: dict[str, Any]) -> None:
         with self.ms.write() as conn:
-            conn.execute(t.gc_runs.insert().values(
-                id=run.run_id, repository=self.repository, kind=run.kind, state=str(run.state),
-                started_at=datetime.fromisoformat(run.started_at), parameters=parameters,
-                counts=run.masked().to_json(), error=None))
+            conn.execute(
+                t.gc_runs.insert().values(
+                    id=run.run_id,
+                    repository=self.repository,
+                    kind=run.kind,
+                    state=str(run.state),
+                    started_at=datetime.fromisoformat(run.started_at),
+                    parameters=parameters,
+                    counts=run.masked().to_json(),
+                    error=None,
+                )
+            )
 
     def move(self, run: Run, frm: RunState) -> None:
         with self.ms.write() as conn:
-            moved = conn.execute(t.gc_runs.update().where(
-                t.gc_runs.c.id == run.run_id, t.gc_runs.c.state == str(frm),
-            ).values(state=str(run.state), counts=run.masked().to_json(),
-                     error=mask_secrets(run.error) if run.error else None,
-                     finished_at=datetime.fromisoformat(run.finished_at) if run.finished_at else None)).rowcount
+            moved = conn.execute(
+                t.gc_runs.update()
+                .where(
+                    t.gc_runs.c.id == run.run_id,
+                    t.gc_runs.c.state == str(frm),
+                )
+                .values(
+                    state=str(run.state),
+                    counts=run.masked().to_json(),
+                    error=mask_secrets(run.error) if run.error else None,
+                    finished_at=datetime.fromisoformat(run.finished_at) if run.finished_at else None,
+                )
+            ).rowcount
             if not moved:
                 current = conn.execute(sa.select(t.gc_runs.c.state).where(t.gc_runs.c.id == run.run_id)).scalar()
                 raise IllegalTransition(f"run {run.run_id}: expected state {frm}, but it is {current}")
 
     def get(self, run_id: str) -> tuple[Run, dict[str, Any]]:
         with self.ms.read() as conn:
-            row = conn.execute(sa.select(t.gc_runs).where(
-                t.gc_runs.c.repository == self.repository, t.gc_runs.c.id == run_id)).first()
+            row = conn.execute(
+                sa.select(t.gc_runs).where(t.gc_runs.c.repository == self.repository, t.gc_runs.c.id == run_id)
+            ).first()
         if row is None:
             raise RunNotFound(f"GC run {run_id!r} not found in repository {self.repository!r}")
         return _from_row(row), dict(row.parameters)
 
     def list(self) -> list[Run]:
         with self.ms.read() as conn:
-            rows = conn.execute(sa.select(t.gc_runs).where(t.gc_runs.c.repository == self.repository)
-                                .order_by(t.gc_runs.c.started_at.desc(), t.gc_runs.c.id.desc())).all()
+            rows = conn.execute(
+                sa.select(t.gc_runs)
+                .where(t.gc_runs.c.repository == self.repository)
+                .order_by(t.gc_runs.c.started_at.desc(), t.gc_runs.c.id.desc())
+            ).all()
         return [_from_row(row) for row in rows]
 
     def resolve(self, given: str) -> str:
         with self.ms.read() as conn:
-            ids = list(conn.execute(sa.select(t.gc_runs.c.id).where(
-                t.gc_runs.c.repository == self.repository,
-                t.gc_runs.c.id.startswith(given, autoescape=True))).scalars())
+            ids = list(
+                conn.execute(
+                    sa.select(t.gc_runs.c.id).where(
+                        t.gc_runs.c.repository == self.repository, t.gc_runs.c.id.startswith(given, autoescape=True)
+                    )
+                ).scalars()
+            )
         try:
             return pick(given, ids)
         except RunNotFound:
@@ -377,7 +412,9 @@ class Recorder:
             run.error = cause(exc)
             try:
                 self.transition(run, RunState.FAILED)
-            except IllegalTransition:  # already closed (its lease was taken over): the original error is the one to tell
+            except (
+                IllegalTransition
+            ):  # already closed (its lease was taken over): the original error is the one to tell
                 self.folder.write_record(run)
             except Exception:  # the log cannot be written (a metastore down): the folder still says what happened
                 self.folder.write_record(run)

@@ -15,11 +15,12 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from lakegc.engine import classdata
 
@@ -61,7 +62,7 @@ _recording: _Recording | None = None
 _background: list[threading.Thread] = []  # sessions started by `SessionStart`
 
 
-def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> "SparkSession":
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """Get (or reuse) the session. Workers must run this interpreter, which has lakegc installed."""
     active = _reusable(master, conf)
     return active if active is not None else _start(_prepare(master, conf or {}))
@@ -89,14 +90,14 @@ class SessionStart:
         except BaseException as exc:
             self._future.set_exception(exc)
 
-    def result(self) -> "SparkSession":
+    def result(self) -> SparkSession:
         spark = self._future.result()
         if self._thread is not None and threading.current_thread() is threading.main_thread():
             _cancel_jobs_on_interrupt(spark)
         return spark
 
 
-def _reusable(master: str | None, conf: dict[str, str] | None) -> "SparkSession | None":
+def _reusable(master: str | None, conf: dict[str, str] | None) -> SparkSession | None:
     """The active session, when the caller asks for no particular one (none before PySpark is loaded)."""
     if master is not None or conf or "pyspark.sql" not in sys.modules:
         return None
@@ -105,7 +106,7 @@ def _reusable(master: str | None, conf: dict[str, str] | None) -> "SparkSession 
     return SparkSession.getActiveSession()
 
 
-def work_items(spark: "SparkSession", count: int, tasks: int) -> "DataFrame":
+def work_items(spark: SparkSession, count: int, tasks: int) -> DataFrame:
     """Rows 0..count-1 (column `id`) spread over at most `tasks` tasks, for work a task's function
     looks up by index in a list it carries (folders to list, files to read). Not `createDataFrame`
     of the list, whose rows go through a Python RDD, which forks a second Python worker daemon of
@@ -117,14 +118,19 @@ def work_items(spark: "SparkSession", count: int, tasks: int) -> "DataFrame":
 def _prepare(master: str | None, conf: dict[str, str]) -> _Launch:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    defaults = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                "spark.sql.session.timeZone": "UTC", "spark.sql.execution.arrow.pyspark.enabled": "true",
-                "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
-                "spark.sql.adaptive.enabled": "true",
-                # Address sets never go through the driver: a broadcast join would collect one there.
-                "spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
-                "spark.python.daemon.module": "lakegc.engine.workers",  # imports once, not in every worker
-                "spark.executor.extraJavaOptions": java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}")}
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
+        "spark.sql.adaptive.enabled": "true",
+        # Address sets never go through the driver: a broadcast join would collect one there.
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
+        "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
+        "spark.python.daemon.module": "lakegc.workers",  # imports once, not in every worker
+        "spark.executor.extraJavaOptions": java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}"),
+    }
     if (master or conf.get("spark.master") or "local").startswith("local"):
         # Local mode: one JVM is driver and executors. At 1M objects Spark's default 1g heap spent
         # a third of the run collecting garbage (benchmarks/).
@@ -148,7 +154,7 @@ def _driver_options(shared: list[str]) -> str:
     return " ".join([_JIT, java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}"), *shared])
 
 
-def _start(launch: _Launch) -> "SparkSession":
+def _start(launch: _Launch) -> SparkSession:
     try:
         return _build(launch)
     except Exception:
@@ -171,8 +177,10 @@ def _start(launch: _Launch) -> "SparkSession":
 
 # What the JVM prints about itself that tells a lakegc user nothing (the JDK's notices as Spark's
 # launcher starts it): dropped from its stderr, as Spark's own log lines are by its log4j2 file.
-_JVM_NOISE = re.compile(r"^WARNING: (Using incubator modules|A terminally deprecated method|sun\.misc\.Unsafe::|"
-                        r"Please consider reporting this|.* will be removed in a future release)")
+_JVM_NOISE = re.compile(
+    r"^WARNING: (Using incubator modules|A terminally deprecated method|sun\.misc\.Unsafe::|"
+    r"Please consider reporting this|.* will be removed in a future release)"
+)
 show_jvm_noise = False  # --debug: everything the JVM prints reaches stderr
 
 
@@ -209,7 +217,7 @@ def _copy_lines(source: int, target: int) -> None:
                 out.write(line)
 
 
-def _build(launch: _Launch) -> "SparkSession":
+def _build(launch: _Launch) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("lakegc")  # also under spark-submit, which names it after the script
@@ -301,9 +309,10 @@ def _finish(recording: _Recording) -> None:
         recording.tmp.unlink(missing_ok=True)
 
 
-def _cancel_jobs_on_interrupt(spark: "SparkSession") -> None:
+def _cancel_jobs_on_interrupt(spark: SparkSession) -> None:
     """What PySpark does for a session made in the main thread, and skips for one made elsewhere:
     Ctrl-C cancels the running Spark jobs before it interrupts the caller."""
+
     def interrupted(*_: object) -> None:
         spark.sparkContext.cancelAllJobs()
         raise KeyboardInterrupt()

@@ -20,9 +20,10 @@ by the next clean run (`--clean`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from lakegc.engine.runs import Run, RunState
 from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
@@ -40,7 +41,7 @@ class Plan:
     reason: str  # why this mode, for the summary
     base: Run | None = None
     settled: frozenset[str] = frozenset()  # slices the base settled: not listed, only suspects stat'ed
-    refs: "RefManifest | None" = None  # the base's reference set, moved forward instead of rebuilt
+    refs: RefManifest | None = None  # the base's reference set, moved forward instead of rebuilt
 
 
 def settled(window: SliceWindow, now: datetime, min_age: timedelta) -> bool:
@@ -53,11 +54,11 @@ def settled(window: SliceWindow, now: datetime, min_age: timedelta) -> bool:
     return closed and landed
 
 
-def newly_settled(listed: list[str], windows: dict[str, SliceWindow], young: set[str], now: datetime,
-                  min_age: timedelta) -> set[str]:
+def newly_settled(
+    listed: list[str], windows: dict[str, SliceWindow], young: set[str], now: datetime, min_age: timedelta
+) -> set[str]:
     """Slices this run listed completely (no object too young to list) that can never change again."""
-    return {name for name in listed
-            if name in windows and name not in young and settled(windows[name], now, min_age)}
+    return {name for name in listed if name in windows and name not in young and settled(windows[name], now, min_age)}
 
 
 def previous_run(runs: list[Run]) -> Run | None:
@@ -69,8 +70,9 @@ def previous_run(runs: list[Run]) -> Run | None:
     return None
 
 
-def plan(runs: list[Run], clean: bool, policy: str, min_age_seconds: float,
-         outputs_missing: Callable[[Run], list[str]]) -> Plan:
+def plan(
+    runs: list[Run], clean: bool, policy: str, min_age_seconds: float, outputs_missing: Callable[[Run], list[str]]
+) -> Plan:
     """Incremental from the previous run when it allows it; otherwise clean, saying why.
 
     `runs` are the repository's runs, newest first; `outputs_missing(run)` names the outputs of that
@@ -90,4 +92,3 @@ def plan(runs: list[Run], clean: bool, policy: str, min_age_seconds: float,
     if missing:
         return Plan("clean", f"run {base.run_id}'s report is incomplete (missing {', '.join(missing)})")
     return Plan("incremental", f"builds on run {base.run_id}", base)
-

@@ -28,21 +28,21 @@ from __future__ import annotations
 import functools
 import os
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.errors import InvalidArgument, LakegcError, first_line
-from lakegc.repo.slices import SliceWindow
-from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.engine.columns import LISTING, ddl
+from lakegc.engine.spark import work_items
+from lakegc.errors import InvalidArgument, LakegcError, first_line
+from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
 from lakegc.gc.listing import list_namespace
 from lakegc.gc.refset import slice_of
-from lakegc.engine.spark import work_items
-from lakegc.repo.slices import slice_created
+from lakegc.repo.slices import SliceWindow, slice_created
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
 from lakegc.storage.namespace import MARKER
 
@@ -56,8 +56,9 @@ _UNADDRESSABLE = r"^/|//|/$|(^|/)\.\.?(/|$)|\x00"  # what `check_key` refuses, a
 
 
 # -- decisions: pure functions ---------------------------------------------------------------------------
-def must_list(slice_names: list[str], windows: dict[str, SliceWindow], taken: datetime,
-              margin: timedelta = INVENTORY_MARGIN) -> list[str]:
+def must_list(
+    slice_names: list[str], windows: dict[str, SliceWindow], taken: datetime, margin: timedelta = INVENTORY_MARGIN
+) -> list[str]:
     """The slices to list directly: those an object may have landed in at or after the inventory
     (minus `margin`) was taken: still writable then, of unknown window, unknown to the metastore, or
     opened since (by the metastore or by their name)."""
@@ -65,8 +66,13 @@ def must_list(slice_names: list[str], windows: dict[str, SliceWindow], taken: da
 
     def open_since(name: str) -> bool:
         window = windows.get(name)
-        return (window is None or window.writable_until is None or window.writable_until >= since
-                or window.created_at >= since or _named_since(name, since))
+        return (
+            window is None
+            or window.writable_until is None
+            or window.writable_until >= since
+            or window.created_at >= since
+            or _named_since(name, since)
+        )
 
     return [name for name in slice_names if open_since(name)]
 
@@ -86,13 +92,26 @@ def keep_rows(raw: pa.RecordBatch, bucket: str, prefix: str, covered: pa.Array, 
     keys, mtimes = raw.column("key"), raw.column("mtime")
     relative = pc.utf8_slice_codeunits(keys, len(prefix))
     slices = slice_of(relative)
-    keep = _all(pc.equal(pc.fill_null(raw.column("bucket"), ""), bucket), pc.starts_with(keys, prefix),
-                pc.invert(pc.match_substring_regex(relative, _UNADDRESSABLE)), pc.is_in(slices, value_set=covered),
-                raw.column("current"), pc.is_valid(raw.column("size")), pc.is_valid(mtimes))
+    keep = _all(
+        pc.equal(pc.fill_null(raw.column("bucket"), ""), bucket),
+        pc.starts_with(keys, prefix),
+        pc.invert(pc.match_substring_regex(relative, _UNADDRESSABLE)),
+        pc.is_in(slices, value_set=covered),
+        raw.column("current"),
+        pc.is_valid(raw.column("size")),
+        pc.is_valid(mtimes),
+    )
     mtimes = mtimes.filter(keep)
     return pa.RecordBatch.from_arrays(
-        [relative.filter(keep), raw.column("size").filter(keep), mtimes, slices.filter(keep),
-         pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type))], schema=LISTING)
+        [
+            relative.filter(keep),
+            raw.column("size").filter(keep),
+            mtimes,
+            slices.filter(keep),
+            pc.greater_equal(mtimes, pa.scalar(cutoff, mtimes.type)),
+        ],
+        schema=LISTING,
+    )
 
 
 def _all(*conditions: pa.Array) -> pa.Array:
@@ -104,8 +123,13 @@ def lists_marker(raw: pa.RecordBatch, bucket: str, prefix: str, marker: ObjectIn
     """The rows hold the namespace's marker as it is: the same size, and the same date to the
     millisecond (S3 Inventory's precision; to the second when the row gives no more than that)."""
     rows = raw.filter(pc.fill_null(pc.equal(raw.column("key"), prefix + MARKER), False)).to_pylist()
-    return any((r["bucket"] or "") == bucket and r["size"] == marker.size and r["mtime"] is not None
-               and _same_date(r["mtime"], marker.mtime) for r in rows)
+    return any(
+        (r["bucket"] or "") == bucket
+        and r["size"] == marker.size
+        and r["mtime"] is not None
+        and _same_date(r["mtime"], marker.mtime)
+        for r in rows
+    )
 
 
 def _same_date(listed: datetime, actual: datetime) -> bool:
@@ -114,7 +138,7 @@ def _same_date(listed: datetime, actual: datetime) -> bool:
 
 
 def _epoch_us(when: datetime) -> int:
-    return (when - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 # -- reading data files, on the executors ------------------------------------------------------------------
@@ -156,13 +180,20 @@ class _Reader:
         except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
             detail = first_line(exc, 1000)
             what = "gzip'd CSV" if fmt is Format.CSV else "Parquet"
-            raise InvalidArgument(f"inventory data file {location} is not {what} with the manifest's fileSchema: "
-                                  f"{detail}") from None
+            raise InvalidArgument(
+                f"inventory data file {location} is not {what} with the manifest's fileSchema: {detail}"
+            ) from None
 
 
 # -- the listing, and the look-up of what it suggested ---------------------------------------------------
-def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Inventory, slice_names: list[str],
-                      windows: dict[str, SliceWindow], older_than: datetime) -> tuple["DataFrame", list[str]]:
+def inventory_listing(
+    spark: SparkSession,
+    storage: Storage,
+    manifest: Inventory,
+    slice_names: list[str],
+    windows: dict[str, SliceWindow],
+    older_than: datetime,
+) -> tuple[DataFrame, list[str]]:
     """LISTING rows for `slice_names` and the root: the slices `must_list` names and the root
     listed directly, the others read from the inventory's data files (one task per file). Returns
     the rows, persisted (read once here to check the inventory is this namespace's), and the slices
@@ -177,19 +208,27 @@ def inventory_listing(spark: "SparkSession", storage: Storage, manifest: Invento
     seen = spark.sparkContext.accumulator(0)
     reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
     from_inventory = work_items(spark, len(manifest.files), spark.sparkContext.defaultParallelism * 2).mapInArrow(
-        reader, ddl(LISTING))
+        reader, ddl(LISTING)
+    )
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
     rows.count()
     if not seen.value:
         rows.unpersist()
-        raise InvalidArgument(f"inventory {manifest.manifest} does not list {prefix}{MARKER} as it is in namespace "
-                              f"{storage.uri}: it is not an inventory of this namespace (or not of all of it)")
+        raise InvalidArgument(
+            f"inventory {manifest.manifest} does not list {prefix}{MARKER} as it is in namespace "
+            f"{storage.uri}: it is not an inventory of this namespace (or not of all of it)"
+        )
     return rows, direct
 
 
-def namespace_listing(spark: "SparkSession", storage: Storage, slice_names: list[str],
-                      windows: dict[str, SliceWindow], older_than: datetime,
-                      inventory: Inventory | None) -> tuple["DataFrame", list[str]]:
+def namespace_listing(
+    spark: SparkSession,
+    storage: Storage,
+    slice_names: list[str],
+    windows: dict[str, SliceWindow],
+    older_than: datetime,
+    inventory: Inventory | None,
+) -> tuple[DataFrame, list[str]]:
     """A run's listing (see `listing.list_namespace`), from `inventory` when there is one; and the
     slices the inventory stood for (their candidates go through `confirm_present`)."""
     if inventory is None:
@@ -198,8 +237,7 @@ def namespace_listing(spark: "SparkSession", storage: Storage, slice_names: list
     return rows, [name for name in slice_names if name not in set(direct)]
 
 
-def confirm_present(storage: Storage, candidates: "DataFrame", from_inventory: list[str],
-                    cutoff: datetime) -> "DataFrame":
+def confirm_present(storage: Storage, candidates: DataFrame, from_inventory: list[str], cutoff: datetime) -> DataFrame:
     """Candidates, those of the slices read from an inventory looked up one by one (on the
     executors): gone, not a file, or younger than `cutoff` now, they are left out; otherwise they
     take the store's size and mtime. Only candidates are looked up: a few per cent of a lake.
@@ -218,8 +256,11 @@ def confirm_present(storage: Storage, candidates: "DataFrame", from_inventory: l
             kept = batch.filter(pc.invert(suggested))
             if kept.num_rows:
                 yield kept
-            rows = [{**row, "size": info.size, "mtime": info.mtime} for row in batch.filter(suggested).to_pylist()
-                    if (info := present(storage, row["address"], folders)) is not None and info.mtime < cutoff]
+            rows = [
+                {**row, "size": info.size, "mtime": info.mtime}
+                for row in batch.filter(suggested).to_pylist()
+                if (info := present(storage, row["address"], folders)) is not None and info.mtime < cutoff
+            ]
             if rows:
                 yield pa.RecordBatch.from_pylist(rows, schema=batch.schema)
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 from urllib.parse import unquote, unquote_plus, urlparse
 
 import pyarrow as pa
@@ -34,8 +35,15 @@ from lakegc.storage.s3 import split_s3
 
 FUTURE_SLACK = timedelta(minutes=5)  # clock differences between the inventory's writer and GC
 # a data file's rows as read, before `inventory.keep_rows` keeps the namespace's own
-RAW = pa.schema([("bucket", pa.string()), ("key", pa.string()), ("size", pa.int64()),
-                 ("mtime", pa.timestamp("us", tz="UTC")), ("current", pa.bool_())])
+RAW = pa.schema(
+    [
+        ("bucket", pa.string()),
+        ("key", pa.string()),
+        ("size", pa.int64()),
+        ("mtime", pa.timestamp("us", tz="UTC")),
+        ("current", pa.bool_()),
+    ]
+)
 
 
 class Format(StrEnum):
@@ -53,13 +61,15 @@ class Column:
     required: bool
 
 
-COLUMNS = {"bucket": Column("Bucket", "bucket", pa.string(), True),
-           "key": Column("Key", "key", pa.string(), True),
-           "size": Column("Size", "size", pa.int64(), True),
-           "mtime": Column("LastModifiedDate", "last_modified_date", pa.timestamp("ms", tz="UTC"), True),
-           # an inventory of all versions: only current objects count
-           "is_latest": Column("IsLatest", "is_latest", pa.bool_(), False),
-           "is_delete_marker": Column("IsDeleteMarker", "is_delete_marker", pa.bool_(), False)}
+COLUMNS = {
+    "bucket": Column("Bucket", "bucket", pa.string(), True),
+    "key": Column("Key", "key", pa.string(), True),
+    "size": Column("Size", "size", pa.int64(), True),
+    "mtime": Column("LastModifiedDate", "last_modified_date", pa.timestamp("ms", tz="UTC"), True),
+    # an inventory of all versions: only current objects count
+    "is_latest": Column("IsLatest", "is_latest", pa.bool_(), False),
+    "is_delete_marker": Column("IsDeleteMarker", "is_delete_marker", pa.bool_(), False),
+}
 
 
 @dataclass(frozen=True)
@@ -118,8 +128,10 @@ def load_inventory(location: str, namespace: str, now: datetime, min_age: timede
         if size is None:
             raise InvalidArgument(f"inventory data file {file.location} (in {where}) does not exist")
         if file.size is not None and size != file.size:
-            raise InvalidArgument(f"inventory data file {file.location} has {size} bytes, {where} says {file.size}: "
-                                  "it is truncated or not this inventory's")
+            raise InvalidArgument(
+                f"inventory data file {file.location} has {size} bytes, {where} says {file.size}: "
+                "it is truncated or not this inventory's"
+            )
     return inventory
 
 
@@ -137,21 +149,26 @@ def parse_manifest(text: bytes | str, location: str) -> Inventory:
     try:
         raw = _Manifest.model_validate_json(text)
     except ValidationError as exc:
-        raise InvalidArgument(f"inventory manifest {location} is malformed: {first_problem(exc, 'the document')}") from None
+        raise InvalidArgument(
+            f"inventory manifest {location} is malformed: {first_problem(exc, 'the document')}"
+        ) from None
     formats = {f.value.lower(): f for f in Format}
     if raw.fileFormat.lower() not in formats:
-        raise InvalidArgument(f"inventory manifest {location}: fileFormat {raw.fileFormat!r} is not supported "
-                              "(CSV or Parquet)")
+        raise InvalidArgument(
+            f"inventory manifest {location}: fileFormat {raw.fileFormat!r} is not supported (CSV or Parquet)"
+        )
     fmt = formats[raw.fileFormat.lower()]
     fields = schema_fields(raw.fileSchema, fmt)
     names = {getattr(c, "csv" if fmt is Format.CSV else "parquet") for c in COLUMNS.values() if c.required}
     if missing := sorted(names - set(fields)):
-        raise InvalidArgument(f"inventory manifest {location}: fileSchema lacks {', '.join(missing)} (lakegc reads "
-                              "each object's bucket, key, size and last modified date)")
+        raise InvalidArgument(
+            f"inventory manifest {location}: fileSchema lacks {', '.join(missing)} (lakegc reads "
+            "each object's bucket, key, size and last modified date)"
+        )
     stamp = str(raw.creationTimestamp)
     if not re.fullmatch(r"\d{1,15}", stamp):
         raise InvalidArgument(f"inventory manifest {location}: creationTimestamp {stamp!r} is not epoch milliseconds")
-    created = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=int(stamp))
+    created = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=int(stamp))
     files = tuple(DataFile(data_location(f.key, location, raw.destinationBucket), f.size) for f in raw.files)
     return Inventory(location, raw.sourceBucket, created, fmt, fields, files)
 
@@ -188,8 +205,10 @@ def data_location(key: str, manifest: str, destination: str) -> str:
     elif destination.startswith("/"):
         folder = destination
     elif destination:
-        raise InvalidArgument(f"inventory manifest {manifest}: destinationBucket {destination!r} is neither "
-                              "arn:aws:s3:::BUCKET, s3://BUCKET nor a local folder")
+        raise InvalidArgument(
+            f"inventory manifest {manifest}: destinationBucket {destination!r} is neither "
+            "arn:aws:s3:::BUCKET, s3://BUCKET nor a local folder"
+        )
     else:
         folder = posixpath.dirname(unquote(urlparse(manifest).path))
     return _location(posixpath.normpath(posixpath.join(folder, key)), manifest)
@@ -213,8 +232,10 @@ def check_source(inventory: Inventory, namespace: str) -> None:
         except InvalidArgument:
             ok = False
     if not ok:
-        raise InvalidArgument(f"inventory {inventory.manifest} is of {source or 'a folder namespace'!r}, not of "
-                              f"namespace {namespace}: another namespace's inventory is refused")
+        raise InvalidArgument(
+            f"inventory {inventory.manifest} is of {source or 'a folder namespace'!r}, not of "
+            f"namespace {namespace}: another namespace's inventory is refused"
+        )
 
 
 def check_age(inventory: Inventory, now: datetime, min_age: timedelta) -> None:
@@ -222,12 +243,15 @@ def check_age(inventory: Inventory, now: datetime, min_age: timedelta) -> None:
     period. One from the future cannot be right either."""
     age = now - inventory.created
     if age > min_age:
-        raise InvalidArgument(f"inventory {inventory.manifest} was taken {inventory.created.isoformat()}, "
-                              f"{span(age)} ago: older than --min-age {span(min_age)} (it could predate objects "
-                              "still in their grace period; use a newer inventory)")
+        raise InvalidArgument(
+            f"inventory {inventory.manifest} was taken {inventory.created.isoformat()}, "
+            f"{span(age)} ago: older than --min-age {span(min_age)} (it could predate objects "
+            "still in their grace period; use a newer inventory)"
+        )
     if -age > FUTURE_SLACK:
-        raise InvalidArgument(f"inventory {inventory.manifest}: creationTimestamp {inventory.created.isoformat()} "
-                              "is in the future")
+        raise InvalidArgument(
+            f"inventory {inventory.manifest}: creationTimestamp {inventory.created.isoformat()} is in the future"
+        )
 
 
 def span(delta: timedelta) -> str:
@@ -256,9 +280,13 @@ def read_objects(source: BinaryIO, fmt: Format, fields: tuple[str, ...]) -> Iter
         reader = csv.open_csv(
             pa.CompressedInputStream(pa.PythonFile(source, mode="r"), "gzip"),
             read_options=csv.ReadOptions(column_names=list(fields), block_size=8 << 20),
-            convert_options=csv.ConvertOptions(include_columns=[c.csv for c in wanted.values()],
-                                               column_types={c.csv: c.arrow for c in wanted.values()},
-                                               strings_can_be_null=False, quoted_strings_can_be_null=False))
+            convert_options=csv.ConvertOptions(
+                include_columns=[c.csv for c in wanted.values()],
+                column_types={c.csv: c.arrow for c in wanted.values()},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
         for batch in reader:
             columns = {name: batch.column(c.csv) for name, c in wanted.items()}
             columns["key"] = _url_decoded(columns["key"])
@@ -296,8 +324,15 @@ def as_raw(columns: dict[str, pa.Array]) -> pa.RecordBatch:
 
     current = pc.and_(flag("is_latest", True), pc.invert(flag("is_delete_marker", False)))
     return pa.RecordBatch.from_arrays(
-        [columns["bucket"].cast(pa.string()), columns["key"].cast(pa.string()), columns["size"].cast(pa.int64()),
-         mtime.cast(pa.timestamp("us", tz="UTC")), current], schema=RAW)
+        [
+            columns["bucket"].cast(pa.string()),
+            columns["key"].cast(pa.string()),
+            columns["size"].cast(pa.int64()),
+            mtime.cast(pa.timestamp("us", tz="UTC")),
+            current,
+        ],
+        schema=RAW,
+    )
 
 
 def open_data_file(location: str, s3: S3Settings) -> BinaryIO:

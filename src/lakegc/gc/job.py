@@ -23,11 +23,11 @@ from lakegc.gc.lease import LEASE_TTL, Lease
 from lakegc.gc.mark import mark
 from lakegc.gc.outputs import ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.gc.refset import StateUnusable, TreeChange, load_manifest
-from lakegc.retention.rules import Policies
-from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.gc.sweep import sweep
 from lakegc.repo.gc_source import GcSource
 from lakegc.repo.repository import Lake
+from lakegc.retention.rules import Policies
+from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER
 from lakegc.timeutil import utcnow
 
@@ -52,11 +52,11 @@ class GcOptions:
     inventory: str | None = None  # an S3 Inventory manifest.json to list the namespace from
 
 
-def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None,
-                     now: datetime) -> Policies:
+def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime) -> Policies:
     """The run's policies (see `rules.resolve_policies`) with the repository's stored rules."""
-    return rules_policies(source.rules() if not (cutoffs or default_cutoff is not None) else None,
-                          cutoffs, default_cutoff, now)
+    return rules_policies(
+        source.rules() if not (cutoffs or default_cutoff is not None) else None, cutoffs, default_cutoff, now
+    )
 
 
 def check_namespace(source: GcSource) -> None:
@@ -74,8 +74,9 @@ def check_namespace(source: GcSource) -> None:
         raise NamespaceError(f"namespace {source.namespace} belongs to repository {owner!r}, not {source.name!r}")
 
 
-def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress,
-           spark: "SparkSession | None" = None) -> Run:
+def run_gc(
+    lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress, spark: SparkSession | None = None
+) -> Run:
     """Mark, then (unless dry-run or mark-only) sweep. Returns the run's record."""
     source = lake.repository(name).gc_source()
     if options.min_age < timedelta(0):
@@ -84,8 +85,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress
     policies = resolve_policies(source, options.cutoffs, options.default_cutoff, now)
     check_namespace(source)
     starting = None if spark is not None else _start_spark(options)  # the JVM starts during the rest of the preflight
-    inventory = load_inventory(options.inventory, source.namespace, now, options.min_age) \
-        if options.inventory else None
+    inventory = load_inventory(options.inventory, source.namespace, now, options.min_age) if options.inventory else None
     log = MetastoreRunLog(lake.metastore, name)
     run_id = new_run_id(now)
     recorder = Recorder(log, run_folder(source.storage, run_id))
@@ -94,18 +94,36 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress
         chosen = plan_run(log, source, options, policies.described)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
-        run = Run(run_id, REPOSITORY, name, RunState.MARKING, options.dry_run, now.isoformat(),
-                  (now - options.min_age).isoformat(), options.min_age.total_seconds(), mode=chosen.mode,
-                  mark_only=options.mark_only, policy=policies.described, mode_reason=chosen.reason + listed,
-                  base_run_id=chosen.base.run_id if chosen.base else None)
-        recorder.start(run, {"cutoffs": list(options.cutoffs), "default_cutoff": options.default_cutoff,
-                             "min_age_seconds": options.min_age.total_seconds(), "now": now.isoformat(),
-                             "inventory": inventory and {"manifest": inventory.manifest,
-                                                        "created": inventory.created.isoformat()}})
+        run = Run(
+            run_id,
+            REPOSITORY,
+            name,
+            RunState.MARKING,
+            options.dry_run,
+            now.isoformat(),
+            (now - options.min_age).isoformat(),
+            options.min_age.total_seconds(),
+            mode=chosen.mode,
+            mark_only=options.mark_only,
+            policy=policies.described,
+            mode_reason=chosen.reason + listed,
+            base_run_id=chosen.base.run_id if chosen.base else None,
+        )
+        recorder.start(
+            run,
+            {
+                "cutoffs": list(options.cutoffs),
+                "default_cutoff": options.default_cutoff,
+                "min_age_seconds": options.min_age.total_seconds(),
+                "now": now.isoformat(),
+                "inventory": inventory and {"manifest": inventory.manifest, "created": inventory.created.isoformat()},
+            },
+        )
         timed = PhaseTimer(run, phase)
         with recorder.recording(run):
-            result = mark(spark, source, run_id, chosen, policies.policy_of, now, options.min_age, timed,
-                          inventory=inventory)
+            result = mark(
+                spark, source, run_id, chosen, policies.policy_of, now, options.min_age, timed, inventory=inventory
+            )
             timed.stop()
             run.num_listed, run.num_young = result.num_listed, result.num_young
             run.record_counts(result.candidates)
@@ -122,6 +140,7 @@ def run_gc(lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress
 def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policy: str) -> Plan:
     """Clean or incremental (see `incremental.plan`), with the base run's settled slices and its
     reference set; clean, saying why, when that set cannot be used."""
+
     def missing(run: Run) -> list[str]:
         return [name for name in BASE_OUTPUTS if not source.storage.exists(run_prefix(run.run_id) + name)]
 
@@ -138,9 +157,15 @@ def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policy:
     return replace(chosen, settled=frozenset(settled), refs=refs)
 
 
-def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = no_progress,
-              spark: "SparkSession | None" = None, master: str | None = None,
-              conf: dict[str, str] | None = None) -> Run:
+def sweep_run(
+    lake: Lake,
+    name: str,
+    run_id: str,
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> Run:
     """Delete the candidates of a marked run, re-checking each against what references it now.
     `run_id` may be a prefix only that run's id has."""
     source = lake.repository(name).gc_source()
@@ -148,7 +173,9 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = no_progress,
     run_id = log.resolve(run_id)
     run, _ = log.get(run_id)
     if run.dry_run:
-        raise InvalidArgument(f"run {run_id} was a dry run and deletes nothing; use `gc run --mark-only` to sweep later")
+        raise InvalidArgument(
+            f"run {run_id} was a dry run and deletes nothing; use `gc run --mark-only` to sweep later"
+        )
     check_namespace(source)
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
@@ -159,8 +186,15 @@ def sweep_run(lake: Lake, name: str, run_id: str, phase: Phase = no_progress,
         return _sweep(log, Recorder(log, run_folder(source.storage, run_id)), source, run, phase, spark, lease)
 
 
-def _sweep(log: MetastoreRunLog, recorder: Recorder, source: GcSource, run: Run, phase: Phase,
-           spark: "SparkSession", lease: Lease) -> Run:
+def _sweep(
+    log: MetastoreRunLog,
+    recorder: Recorder,
+    source: GcSource,
+    run: Run,
+    phase: Phase,
+    spark: SparkSession,
+    lease: Lease,
+) -> Run:
     _, params = log.get(run.run_id)
     marked_now = datetime.fromisoformat(params["now"])
     policy_of = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now).policy_of
@@ -171,16 +205,27 @@ def _sweep(log: MetastoreRunLog, recorder: Recorder, source: GcSource, run: Run,
         marked_active = set(json.loads(source.storage.read(run_prefix(run.run_id) + ACTIVE_COMMITS)))
         fenced_active = source.raise_fence(run.run_id, marked_active, params)
         try:
-            swept = sweep(spark, source, run.run_id, policy_of, marked_active, marked_now, fenced_active,
-                          before_delete=lambda: _deadline(lease), refs_sha256=run.refs_sha256)
+            swept = sweep(
+                spark,
+                source,
+                run.run_id,
+                policy_of,
+                marked_active,
+                marked_now,
+                fenced_active,
+                before_delete=lambda: _deadline(lease),
+                refs_sha256=run.refs_sha256,
+            )
         finally:
             source.lower_fence(run.run_id)
         timed.stop()
         run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
         run.num_failed, run.num_revived = swept.deletes.failed, swept.revived
         if run.num_failed:
-            raise LakegcError(f"{run.num_failed} object(s) could not be deleted; see {run_prefix(run.run_id)}deleted/ "
-                              "(run `gc run` again to retry them)")
+            raise LakegcError(
+                f"{run.num_failed} object(s) could not be deleted; see {run_prefix(run.run_id)}deleted/ "
+                "(run `gc run` again to retry them)"
+            )
         recorder.transition(run, RunState.SWEPT)
     return run
 
@@ -202,7 +247,7 @@ def _took_over(log: MetastoreRunLog, source: GcSource, lease: Lease) -> None:
         run_folder(source.storage, run_id).write_record(log.get(run_id)[0])
 
 
-def _start_spark(options: GcOptions) -> "SessionStart":
+def _start_spark(options: GcOptions) -> SessionStart:
     from lakegc.engine.spark import SessionStart
 
     return SessionStart(options.master, options.conf)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -64,7 +65,7 @@ class Lease:
         self._lost: str | None = None
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         self.acquire()
         self._thread = threading.Thread(target=self._renew_loop, name="lakegc-lease", daemon=True)
         self._thread.start()
@@ -74,10 +75,8 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        try:
-            self.release()
-        except LakegcError:
-            pass  # the metastore is down: the lease runs out by itself, and the run's own error matters more
+        with suppress(LakegcError):  # the metastore is down: the lease runs out by itself, and the run's own
+            self.release()  # error matters more
 
     def acquire(self) -> None:
         now = utcnow()
@@ -89,12 +88,24 @@ class Lease:
                     raise LeaseHeld(
                         f"repository {self.repository!r} is being collected by GC run {holder.run_id} "
                         f"(pid {holder.pid} on {holder.host}); its lease runs until "
-                        f"{holder.expires_at.isoformat(timespec='seconds')} unless renewed: try again later")
-                conn.execute(t.gc_leases.delete().where(t.gc_leases.c.repository == self.repository,
-                                                        t.gc_leases.c.run_id == holder.run_id))
-            conn.execute(t.gc_leases.insert().values(repository=self.repository, run_id=self.run_id, host=self.host,
-                                                     pid=self.pid, acquired_at=now, renewed_at=now,
-                                                     expires_at=now + LEASE_TTL))
+                        f"{holder.expires_at.isoformat(timespec='seconds')} unless renewed: try again later"
+                    )
+                conn.execute(
+                    t.gc_leases.delete().where(
+                        t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == holder.run_id
+                    )
+                )
+            conn.execute(
+                t.gc_leases.insert().values(
+                    repository=self.repository,
+                    run_id=self.run_id,
+                    host=self.host,
+                    pid=self.pid,
+                    acquired_at=now,
+                    renewed_at=now,
+                    expires_at=now + LEASE_TTL,
+                )
+            )
             self.interrupted = _close_interrupted(conn, self.repository, now)
 
     def check(self) -> None:
@@ -102,21 +113,31 @@ class Lease:
         if self._lost is None:
             self._renew()
         if self._lost is not None:
-            raise LeaseLost(f"GC run {self.run_id} lost its lease on {self.repository!r} ({self._lost}); "
-                            "it stops here and deletes nothing more")
+            raise LeaseLost(
+                f"GC run {self.run_id} lost its lease on {self.repository!r} ({self._lost}); "
+                "it stops here and deletes nothing more"
+            )
 
     def release(self) -> None:
         with self.ms.write() as conn:
-            conn.execute(t.gc_leases.delete().where(t.gc_leases.c.repository == self.repository,
-                                                    t.gc_leases.c.run_id == self.run_id))
+            conn.execute(
+                t.gc_leases.delete().where(
+                    t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id
+                )
+            )
 
     def _renew(self) -> None:
         now = utcnow()
         with self.ms.write() as conn:
-            renewed = conn.execute(t.gc_leases.update().where(
-                t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id,
-                t.gc_leases.c.expires_at > now,
-            ).values(renewed_at=now, expires_at=now + LEASE_TTL)).rowcount
+            renewed = conn.execute(
+                t.gc_leases.update()
+                .where(
+                    t.gc_leases.c.repository == self.repository,
+                    t.gc_leases.c.run_id == self.run_id,
+                    t.gc_leases.c.expires_at > now,
+                )
+                .values(renewed_at=now, expires_at=now + LEASE_TTL)
+            ).rowcount
         if not renewed:
             self._lost = "it ran out or another run took it over"
 

@@ -25,7 +25,7 @@ def slices(storage: Storage) -> list[str]:
     return storage.list_dirs(DATA_PREFIX)
 
 
-def list_namespace(spark: "SparkSession", storage: Storage, slice_names: list[str], older_than: datetime) -> "DataFrame":
+def list_namespace(spark: SparkSession, storage: Storage, slice_names: list[str], older_than: datetime) -> DataFrame:
     """Objects of the given slices (and the root); `young` marks those modified at or after
     `older_than` (never candidates, and they keep their slice from settling)."""
     folders = [Folder("", False, ROOT), *(Folder(f"{DATA_PREFIX}{name}/", True, name) for name in slice_names)]

@@ -18,9 +18,10 @@ treats them as listed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,17 +33,17 @@ from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
 from lakegc.engine.runs import CandidateCounts
-from lakegc.retention.active import active_commits
 from lakegc.gc.incremental import Plan, newly_settled
 from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.gc.listing import slices
 from lakegc.gc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
 from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
 from lakegc.gc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
-from lakegc.retention.rules import PolicyOf
-from lakegc.storage import Storage
 from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.repo.gc_source import GcSource
+from lakegc.retention.active import active_commits
+from lakegc.retention.rules import PolicyOf
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,8 +67,17 @@ class MarkResult:
     refs_sha256: str  # the reference set's manifest, for the run's record
 
 
-def mark(spark: "SparkSession", source: GcSource, run_id: str, plan: Plan, policy_of: PolicyOf, now: datetime,
-         min_age: timedelta, phase: Phase, inventory: Inventory | None = None) -> MarkResult:
+def mark(
+    spark: SparkSession,
+    source: GcSource,
+    run_id: str,
+    plan: Plan,
+    policy_of: PolicyOf,
+    now: datetime,
+    min_age: timedelta,
+    phase: Phase,
+    inventory: Inventory | None = None,
+) -> MarkResult:
     from pyspark.sql import functions as F
 
     storage = source.storage
@@ -121,17 +131,28 @@ def mark(spark: "SparkSession", source: GcSource, run_id: str, plan: Plan, polic
     phase("writing candidates", "the listing against the references")
     candidates = _candidates(objects, addresses, uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
-    counts, tallied = write_candidates(candidates, run_folder(storage, run_id),
-                                       tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS))  # counted as written
+    counts, tallied = write_candidates(
+        candidates, run_folder(storage, run_id), tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS)
+    )  # counted as written
     for df in [listing, *refs.cached]:
         df.unpersist()
-    return MarkResult(listed.listed, listed.young, num_uncommitted, frozenset(active), len(graph.commits) - len(active),
-                      counts, len(to_list), len(plan.settled & set(slice_names)), num_rechecked, listed.ages,
-                      candidate_ages(tallied), refs_sha256)
+    return MarkResult(
+        listed.listed,
+        listed.young,
+        num_uncommitted,
+        frozenset(active),
+        len(graph.commits) - len(active),
+        counts,
+        len(to_list),
+        len(plan.settled & set(slice_names)),
+        num_rechecked,
+        listed.ages,
+        candidate_ages(tallied),
+        refs_sha256,
+    )
 
 
-def _suspects(spark: "SparkSession", storage: Storage, plan: Plan, refs: RefSet,
-              uncommitted: "DataFrame") -> "DataFrame":
+def _suspects(spark: SparkSession, storage: Storage, plan: Plan, refs: RefSet, uncommitted: DataFrame) -> DataFrame:
     """Addresses in the settled slices that had a reference at the base run and may have lost it
     (see `incremental`), with their slice: the last committed entry gone (`refs.lost`), no longer
     uncommitted, or revived by the base run's sweep."""
@@ -153,12 +174,13 @@ def _in_slices(names: frozenset[str]) -> Callable[[Iterator[pa.RecordBatch]], It
             addresses = batch.column("address")
             slices = slice_of(addresses)
             yield pa.RecordBatch.from_arrays([addresses, slices], names=["address", "slice"]).filter(
-                pc.is_in(slices, value_set=value_set))
+                pc.is_in(slices, value_set=value_set)
+            )
 
     return keep
 
 
-def _candidates(objects: "DataFrame", addresses: "DataFrame", uncommitted: "DataFrame") -> "DataFrame":
+def _candidates(objects: DataFrame, addresses: DataFrame, uncommitted: DataFrame) -> DataFrame:
     """Objects nothing references now: no active entry holds them (`n` > 0 in the reference set)
     and nothing uncommitted does. Each is `expired` when an expired commit's tree holds it (it has a
     row in the set) and `uncommitted` otherwise."""
@@ -166,6 +188,13 @@ def _candidates(objects: "DataFrame", addresses: "DataFrame", uncommitted: "Data
 
     protected = addresses.where(F.col("n") > 0).select("address").union(uncommitted)
     in_trees = addresses.where(F.col("n") == 0).select("address", F.lit(True).alias("in_expired_commit"))
-    return (objects.join(protected, "address", "left_anti").join(in_trees, "address", "left")
-            .select("address", "size", "mtime",
-                    F.when(F.col("in_expired_commit"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason")))
+    return (
+        objects.join(protected, "address", "left_anti")
+        .join(in_trees, "address", "left")
+        .select(
+            "address",
+            "size",
+            "mtime",
+            F.when(F.col("in_expired_commit"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason"),
+        )
+    )

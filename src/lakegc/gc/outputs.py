@@ -1,13 +1,13 @@
 """The folder of a repository run, `_lakegc/gc/<run>/` in the namespace, and the files in it.
 
-    summary.json, report.html       the run's record (engine.runs)
-    candidates/, to_delete/,        Parquet outputs of the mark and the sweep
-      revived/, deleted/round-N/
-    active_commits.json             the commits the mark counted active
-    staging.json                    where staging stood at the mark (the sweep re-checks what came after)
-    uncommitted/part-0.parquet      the uncommitted snapshot (staged entries, copy records, live tokens)
-    settled_slices.json             slices no object can land in any more (incremental runs skip them)
-    refs/                           the reference set (gc.refset), manifest.json last
+summary.json, report.html       the run's record (engine.runs)
+candidates/, to_delete/,        Parquet outputs of the mark and the sweep
+  revived/, deleted/round-N/
+active_commits.json             the commits the mark counted active
+staging.json                    where staging stood at the mark (the sweep re-checks what came after)
+uncommitted/part-0.parquet      the uncommitted snapshot (staged entries, copy records, live tokens)
+settled_slices.json             slices no object can land in any more (incremental runs skip them)
+refs/                           the reference set (gc.refset), manifest.json last
 """
 
 from __future__ import annotations

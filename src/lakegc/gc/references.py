@@ -8,8 +8,9 @@ does both in one read transaction).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +37,7 @@ def snapshot_uncommitted(source: GcSource, key: str, now: datetime, since: Stagi
     return source.snapshot(now, lambda batches: write_driver_parquet(source.storage, key, batches, UNCOMMITTED), since)
 
 
-def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int]) -> "DataFrame":
+def tree_ranges(spark: SparkSession, storage: Storage, trees: Mapping[str, int]) -> DataFrame:
     """(range_id, min_path, trees) of every distinct range of the trees, given as metarange id ->
     weight; `trees` sums the weights of the trees holding the range (with weight 1 for an active
     tree and 0 for an expired one: how many active trees hold it). One pass over the metaranges
@@ -63,17 +64,24 @@ def tree_ranges(spark: "SparkSession", storage: Storage, trees: Mapping[str, int
         if pending:
             yield from _summed_ranges(pending)
 
-    return (work_items(spark, len(rows), spark.sparkContext.defaultParallelism * 4)
-            .mapInArrow(read_metaranges, RANGES_DDL)
-            .groupBy("range_id", "min_path").agg(F.sum("trees").alias("trees")))
+    return (
+        work_items(spark, len(rows), spark.sparkContext.defaultParallelism * 4)
+        .mapInArrow(read_metaranges, RANGES_DDL)
+        .groupBy("range_id", "min_path")
+        .agg(F.sum("trees").alias("trees"))
+    )
 
 
 def _summed_ranges(tables: list[pa.Table]) -> list[pa.RecordBatch]:
     grouped = pa.concat_tables(tables).group_by(["range_id", "min_path"]).aggregate([("trees", "sum")])
-    return grouped.select(["range_id", "min_path", "trees_sum"]).rename_columns(["range_id", "min_path", "trees"]).to_batches()
+    return (
+        grouped.select(["range_id", "min_path", "trees_sum"])
+        .rename_columns(["range_id", "min_path", "trees"])
+        .to_batches()
+    )
 
 
-def entry_counts(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -> "DataFrame":
+def entry_counts(spark: SparkSession, storage: Storage, ranges: DataFrame) -> DataFrame:
     """(address, n, fresh) over the entries of the ranges (rows with range_id, min_path, weight and
     fresh): each range read once, on the executors, each of its entries adding the range's weight
     to its address's n and its `fresh` to the address's fresh. Every address of the ranges gets a
@@ -92,9 +100,15 @@ def entry_counts(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -
         for batch in batches:
             for rid, weight, fresh in zip(*(batch.column(c).to_pylist() for c in ("range_id", "weight", "fresh"))):
                 addresses = _range_addresses(storage, namespace, rid)
-                pending.append(pa.table({"address": addresses,
-                                         "n": pa.repeat(pa.scalar(weight, pa.int64()), len(addresses)),
-                                         "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(addresses))}))
+                pending.append(
+                    pa.table(
+                        {
+                            "address": addresses,
+                            "n": pa.repeat(pa.scalar(weight, pa.int64()), len(addresses)),
+                            "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(addresses)),
+                        }
+                    )
+                )
                 rows += len(addresses)
                 if rows >= _DEDUP_ROWS:
                     yield from _summed_addresses(pending)
@@ -102,10 +116,14 @@ def entry_counts(spark: "SparkSession", storage: Storage, ranges: "DataFrame") -
         if pending:
             yield from _summed_addresses(pending)
 
-    return (ranges.select("range_id", "min_path", F.col("weight").cast("long"), F.col("fresh").cast("long"))
-            .repartition(spark.sparkContext.defaultParallelism * 4, "min_path").sortWithinPartitions("min_path")
-            .mapInArrow(read_ranges, COUNTS_DDL)
-            .groupBy("address").agg(F.sum("n").alias("n"), F.sum("fresh").alias("fresh")))
+    return (
+        ranges.select("range_id", "min_path", F.col("weight").cast("long"), F.col("fresh").cast("long"))
+        .repartition(spark.sparkContext.defaultParallelism * 4, "min_path")
+        .sortWithinPartitions("min_path")
+        .mapInArrow(read_ranges, COUNTS_DDL)
+        .groupBy("address")
+        .agg(F.sum("n").alias("n"), F.sum("fresh").alias("fresh"))
+    )
 
 
 def _summed_addresses(tables: list[pa.Table]) -> list[pa.RecordBatch]:

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-from lakegc.errors import CorruptMetadata, LakegcError
 from lakegc.engine.arrowio import write_groups, write_parquet
+from lakegc.errors import CorruptMetadata, LakegcError
 from lakegc.gc.outputs import MANIFEST
 from lakegc.gc.references import RANGES_DDL, entry_counts, tree_ranges
 from lakegc.storage import Storage
@@ -66,20 +66,32 @@ class RefManifest:
     digests: Mapping[str, str] = field(default_factory=dict)  # file -> SHA-256 of its bytes, checked on every read
 
     def to_json(self) -> bytes:
-        return json.dumps({"format": _FORMAT, "metaranges": sorted(self.metaranges), "active": sorted(self.active),
-                           "ranges": list(self.ranges), "parts": {s: list(k) for s, k in sorted(self.parts.items())},
-                           "digests": dict(sorted(self.digests.items()))},
-                          indent=0).encode()
+        return json.dumps(
+            {
+                "format": _FORMAT,
+                "metaranges": sorted(self.metaranges),
+                "active": sorted(self.active),
+                "ranges": list(self.ranges),
+                "parts": {s: list(k) for s, k in sorted(self.parts.items())},
+                "digests": dict(sorted(self.digests.items())),
+            },
+            indent=0,
+        ).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> "RefManifest":
+    def from_json(cls, data: bytes) -> RefManifest:
         try:
             doc = json.loads(data)
             if doc.get("format") != _FORMAT:
                 raise ValueError(f"format {doc.get('format')!r}, expected {_FORMAT}")
             parts = {str(s): tuple(str(k) for k in keys) for s, keys in doc["parts"].items()}
-            manifest = cls(frozenset(doc["metaranges"]), frozenset(doc["active"]), tuple(doc["ranges"]), parts,
-                           {str(k): str(v) for k, v in doc["digests"].items()})
+            manifest = cls(
+                frozenset(doc["metaranges"]),
+                frozenset(doc["active"]),
+                tuple(doc["ranges"]),
+                parts,
+                {str(k): str(v) for k, v in doc["digests"].items()},
+            )
             unsigned = set(manifest.files()) - manifest.digests.keys()
             if unsigned:
                 raise ValueError(f"no digest for {min(unsigned)}")
@@ -113,7 +125,7 @@ class TreeChange:
     weights: dict[str, int]
 
     @classmethod
-    def between(cls, base: RefManifest, all_now: set[str], active_now: set[str]) -> "TreeChange":
+    def between(cls, base: RefManifest, all_now: set[str], active_now: set[str]) -> TreeChange:
         unknown = base.metaranges - all_now
         if unknown:
             raise StateUnusable(f"it knew {len(unknown)} tree(s) this repository no longer has (e.g. {min(unknown)})")
@@ -150,12 +162,12 @@ def load_manifest(storage: Storage, prefix: str, sha256: str | None) -> RefManif
 class RefSet:
     """A run's reference set while it marks: DataFrames, and the manifest that will describe it."""
 
-    ranges: "DataFrame"  # RANGES_DDL: every range now
-    addresses: "DataFrame"  # ADDRESSES_DDL + part: the rows this run writes (all, or its change's layers)
+    ranges: DataFrame  # RANGES_DDL: every range now
+    addresses: DataFrame  # ADDRESSES_DDL + part: the rows this run writes (all, or its change's layers)
     manifest: RefManifest  # what is carried from the base; `persist` adds what this run writes
     moved: set[str] | None  # parts whose addresses moved (None: a clean build)
-    lost: "DataFrame | None" = None  # addresses whose n fell to 0 since the base (incremental only)
-    cached: list["DataFrame"] = field(default_factory=list)  # to unpersist when the mark is done
+    lost: DataFrame | None = None  # addresses whose n fell to 0 since the base (incremental only)
+    cached: list[DataFrame] = field(default_factory=list)  # to unpersist when the mark is done
 
 
 def slice_of(addresses: pa.Array) -> pa.Array:
@@ -167,16 +179,17 @@ def slice_of(addresses: pa.Array) -> pa.Array:
     return pc.if_else(matched, pc.extract_regex(addresses, _SLICE_OF_KEY_NAMED).field("slice"), "")
 
 
-def part_column() -> "object":
+def part_column() -> object:
     """`part_of` the address's slice, as a Spark column."""
     from pyspark.sql import functions as F
 
     name = F.regexp_extract("address", SLICE_OF_KEY, 1)
-    return (F.when(name.rlike("^[0-9]+$"), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string")))
-            .otherwise(F.concat(F.lit("s:"), name)))
+    return F.when(
+        name.rlike("^[0-9]+$"), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string"))
+    ).otherwise(F.concat(F.lit("s:"), name))
 
 
-def build_clean(spark: "SparkSession", storage: Storage, metaranges: Mapping[str, str], active: set[str]) -> RefSet:
+def build_clean(spark: SparkSession, storage: Storage, metaranges: Mapping[str, str], active: set[str]) -> RefSet:
     """From every tree: each distinct range read once. `metaranges` maps commit -> tree."""
     from pyspark.sql import functions as F
 
@@ -184,16 +197,20 @@ def build_clean(spark: "SparkSession", storage: Storage, metaranges: Mapping[str
     active_trees = {metaranges[c] for c in active if c in metaranges}
     ranges = tree_ranges(spark, storage, {mid: int(mid in active_trees) for mid in trees})
     ranges = ranges.persist()  # read twice: entries below, and written
-    weighted = ranges.select("range_id", "min_path", F.when(F.col("trees") > 0, 1).otherwise(0).alias("weight"),
-                             F.lit(0).alias("fresh"))
-    addresses = (entry_counts(spark, storage, weighted).drop("fresh")
-                 .withColumn("part", part_column()).persist())  # written, then joined
-    return RefSet(ranges, addresses, RefManifest(frozenset(trees), frozenset(active_trees), ()), None,
-                  cached=[ranges, addresses])
+    weighted = ranges.select(
+        "range_id", "min_path", F.when(F.col("trees") > 0, 1).otherwise(0).alias("weight"), F.lit(0).alias("fresh")
+    )
+    addresses = (
+        entry_counts(spark, storage, weighted).drop("fresh").withColumn("part", part_column()).persist()
+    )  # written, then joined
+    return RefSet(
+        ranges, addresses, RefManifest(frozenset(trees), frozenset(active_trees), ()), None, cached=[ranges, addresses]
+    )
 
 
-def build_incremental(spark: "SparkSession", storage: Storage, base: RefManifest, metaranges: Mapping[str, str],
-                      active: set[str]) -> RefSet:
+def build_incremental(
+    spark: SparkSession, storage: Storage, base: RefManifest, metaranges: Mapping[str, str], active: set[str]
+) -> RefSet:
     """The base run's set moved to now, reading only the trees and ranges that changed (its
     `addresses` are the change, as layers of the parts it moved, `moved`)."""
     from pyspark.sql import functions as F
@@ -201,40 +218,72 @@ def build_incremental(spark: "SparkSession", storage: Storage, base: RefManifest
     trees = set(metaranges.values())
     active_trees = {metaranges[c] for c in active if c in metaranges}
     change = TreeChange.between(base, trees, active_trees)
-    moved = tree_ranges(spark, storage, change.weights).withColumnRenamed("trees", "d").withColumnRenamed(
-        "min_path", "new_min_path")
+    moved = (
+        tree_ranges(spark, storage, change.weights)
+        .withColumnRenamed("trees", "d")
+        .withColumnRenamed("min_path", "new_min_path")
+    )
     before = read_refs(spark, storage, base, base.ranges, RANGES_DDL).withColumnRenamed("trees", "t0")
-    joined = (before.join(moved, "range_id", "full_outer")
-              .select("range_id", F.coalesce("min_path", "new_min_path").alias("min_path"),
-                      F.col("t0"), (F.coalesce("t0", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("trees"))).persist()
+    joined = (
+        before.join(moved, "range_id", "full_outer").select(
+            "range_id",
+            F.coalesce("min_path", "new_min_path").alias("min_path"),
+            F.col("t0"),
+            (F.coalesce("t0", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("trees"),
+        )
+    ).persist()
     was, now, first_seen = F.coalesce(F.col("t0"), F.lit(0)) > 0, F.col("trees") > 0, F.col("t0").isNull()
     # +1/-1 on each entry of a range that became active or stopped being. An address whose n does
     # not move needs a row only when no range held it before: it is then only in first-seen ranges
     # no active tree holds (`fresh`); one that a first-seen active range holds has moved, or a
     # range that left the active set (and so was known) held it too.
     changed = joined.where((was != now) | first_seen).select(
-        "range_id", "min_path", F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
-        F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"))
-    delta = (entry_counts(spark, storage, changed).where((F.col("n") != 0) | (F.col("fresh") > 0))
-             .select("address", F.col("n").alias("dn")).withColumn("part", part_column())).persist()
+        "range_id",
+        "min_path",
+        F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
+        F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"),
+    )
+    delta = (
+        entry_counts(spark, storage, changed)
+        .where((F.col("n") != 0) | (F.col("fresh") > 0))
+        .select("address", F.col("n").alias("dn"))
+        .withColumn("part", part_column())
+    ).persist()
     moved_parts = delta.groupBy("part").agg((F.min("dn") < 0).alias("fell")).collect()  # part names: a short list
     touched = {r["part"] for r in moved_parts}
     fold = layers_to_fold(base, touched)
     fell = delta.where(F.col("dn") < 0)
-    held = (read_refs(spark, storage, base, base.part_files({r["part"] for r in moved_parts if r["fell"]}),
-                      ADDRESSES_DDL).join(fell.select("address"), "address", "left_semi")
-            .groupBy("address").agg(F.sum("n").alias("n0")))  # what those addresses had: their parts' layers
+    held = (
+        read_refs(spark, storage, base, base.part_files({r["part"] for r in moved_parts if r["fell"]}), ADDRESSES_DDL)
+        .join(fell.select("address"), "address", "left_semi")
+        .groupBy("address")
+        .agg(F.sum("n").alias("n0"))
+    )  # what those addresses had: their parts' layers
     lost = fell.join(held, "address").where(F.col("n0") + F.col("dn") == 0).select("address")
     in_fold = F.col("part").isin(sorted(fold))
-    folded = (read_refs(spark, storage, base, base.part_files(fold), ADDRESSES_DDL)
-              .unionByName(delta.where(in_fold).select("address", F.col("dn").alias("n")))
-              .groupBy("address").agg(F.sum("n").alias("n")).withColumn("part", part_column()))
+    folded = (
+        read_refs(spark, storage, base, base.part_files(fold), ADDRESSES_DDL)
+        .unionByName(delta.where(in_fold).select("address", F.col("dn").alias("n")))
+        .groupBy("address")
+        .agg(F.sum("n").alias("n"))
+        .withColumn("part", part_column())
+    )
     layers = delta.where(~in_fold).select("address", F.col("dn").alias("n"), "part").unionByName(folded)
     carried = {name: keys for name, keys in base.parts.items() if name not in fold}
-    return RefSet(joined.select("range_id", "min_path", "trees"), layers,
-                  RefManifest(frozenset(trees), frozenset(active_trees), (), carried,
-                              {key: base.digests[key] for keys in carried.values() for key in keys}), touched, lost,
-                  cached=[joined, delta])
+    return RefSet(
+        joined.select("range_id", "min_path", "trees"),
+        layers,
+        RefManifest(
+            frozenset(trees),
+            frozenset(active_trees),
+            (),
+            carried,
+            {key: base.digests[key] for keys in carried.values() for key in keys},
+        ),
+        touched,
+        lost,
+        cached=[joined, delta],
+    )
 
 
 def layers_to_fold(base: RefManifest, touched: set[str]) -> set[str]:
@@ -256,23 +305,28 @@ def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, s
         parts[name] = (*parts.get(name, ()), *(part.key for part in written))
         digests.update((part.key, part.sha256) for part in written)
     digests.update((part.key, part.sha256) for part in ranges)
-    manifest = RefManifest(refs.manifest.metaranges, refs.manifest.active, tuple(part.key for part in ranges),
-                           parts, digests)
+    manifest = RefManifest(
+        refs.manifest.metaranges, refs.manifest.active, tuple(part.key for part in ranges), parts, digests
+    )
     data = manifest.to_json()
     storage.write(prefix + MANIFEST, data)
     return manifest, hashlib.sha256(data).hexdigest()
 
 
-def read_addresses(spark: "SparkSession", storage: Storage, manifest: RefManifest, slices: set[str]) -> "DataFrame":
+def read_addresses(spark: SparkSession, storage: Storage, manifest: RefManifest, slices: set[str]) -> DataFrame:
     """ADDRESSES_DDL rows of the given slices (and the rest of their parts), layers summed."""
     from pyspark.sql import functions as F
 
-    return (read_refs(spark, storage, manifest, manifest.slice_files(slices), ADDRESSES_DDL)
-            .groupBy("address").agg(F.sum("n").alias("n")))
+    return (
+        read_refs(spark, storage, manifest, manifest.slice_files(slices), ADDRESSES_DDL)
+        .groupBy("address")
+        .agg(F.sum("n").alias("n"))
+    )
 
 
-def read_refs(spark: "SparkSession", storage: Storage, manifest: RefManifest, keys: "Iterable[str]",
-              schema: str) -> "DataFrame":
+def read_refs(
+    spark: SparkSession, storage: Storage, manifest: RefManifest, keys: Iterable[str], schema: str
+) -> DataFrame:
     """Files of a reference set, each checked against its digest in the manifest as it is read on
     an executor: a file changed since it was written fails the run (CorruptMetadata), before
     anything is deleted."""
@@ -287,8 +341,9 @@ def read_refs(spark: "SparkSession", storage: Storage, manifest: RefManifest, ke
                 key = files[index]
                 data = storage.read(key)
                 if hashlib.sha256(data).hexdigest() != digests[key]:
-                    raise CorruptMetadata(f"reference set file {key} was changed since its run wrote it: "
-                                          "run `gc run --clean`")
+                    raise CorruptMetadata(
+                        f"reference set file {key} was changed since its run wrote it: run `gc run --clean`"
+                    )
                 yield from pq.ParquetFile(pa.BufferReader(data)).read().to_batches(max_chunksize=65_536)
 
     return work_items(spark, len(files), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)

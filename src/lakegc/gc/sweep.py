@@ -8,23 +8,25 @@ that brought an old entry back, retention made longer). Revived candidates are s
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from lakegc.engine.arrowio import read_parquet, write_groups
 from lakegc.engine.columns import CANDIDATES, DELETES, ddl
 from lakegc.engine.delete import DEFERRED, DeleteTally, delete_objects, record_deletes
-from lakegc.gc.outputs import STAGING, output_keys, run_prefix
 from lakegc.errors import LakegcError
-from lakegc.retention.active import active_commits
+from lakegc.gc.outputs import STAGING, output_keys, run_prefix
 from lakegc.gc.references import RANGES_DDL, UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
 from lakegc.gc.refset import RefManifest, StateUnusable, load_manifest, read_refs
-from lakegc.retention.rules import PolicyOf
 from lakegc.repo.gc_source import GcSource, StagingVersion
+from lakegc.retention.active import active_commits
+from lakegc.retention.rules import PolicyOf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -35,10 +37,17 @@ class SweepResult:
     revived: int
 
 
-def sweep(spark: "SparkSession", source: GcSource, run_id: str, policy_of: PolicyOf, marked_active: set[str],
-          now: datetime, fenced_active: frozenset[str] | set[str] = frozenset(),
-          before_delete: Callable[[], float] = lambda: float("inf"), refs_sha256: str | None = None
-          ) -> SweepResult:
+def sweep(
+    spark: SparkSession,
+    source: GcSource,
+    run_id: str,
+    policy_of: PolicyOf,
+    marked_active: set[str],
+    now: datetime,
+    fenced_active: frozenset[str] | set[str] = frozenset(),
+    before_delete: Callable[[], float] = lambda: float("inf"),
+    refs_sha256: str | None = None,
+) -> SweepResult:
     """Delete what the re-check leaves of a marked run's candidates. Runs behind the fence (`repo.fence`):
     `fenced_active` are the commits active when it went up, protected like those active now.
     What will be deleted is written to `to_delete/` first, so a sweep killed halfway has recorded
@@ -49,11 +58,22 @@ def sweep(spark: "SparkSession", source: GcSource, run_id: str, policy_of: Polic
     storage = source.storage
     prefix = run_prefix(run_id)
     candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
-    protected = _protected_now(spark, source, run_id, refs_sha256, f"{prefix}recheck/uncommitted.parquet", policy_of,
-                               marked_active, now, fenced_active)
-    judged = (candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
-              .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
-              .drop("referenced"))
+    protected = _protected_now(
+        spark,
+        source,
+        run_id,
+        refs_sha256,
+        f"{prefix}recheck/uncommitted.parquet",
+        policy_of,
+        marked_active,
+        now,
+        fenced_active,
+    )
+    judged = (
+        candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
+        .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
+        .drop("referenced")
+    )
     written = write_groups(judged, storage, lambda output: f"{prefix}{output}", "output")  # one pass, both
     remaining = read_parquet(spark, storage, [part.key for part in written.get("to_delete", [])], ddl(CANDIDATES))
     totals = DeleteTally()
@@ -63,14 +83,25 @@ def sweep(spark: "SparkSession", source: GcSource, run_id: str, policy_of: Polic
         totals = totals + tally
         if not tally.deferred_parts:
             break
-        remaining = (read_parquet(spark, storage, tally.deferred_parts, ddl(DELETES))
-                     .where(F.col("error").startswith(DEFERRED)).select(*CANDIDATES.names))
+        remaining = (
+            read_parquet(spark, storage, tally.deferred_parts, ddl(DELETES))
+            .where(F.col("error").startswith(DEFERRED))
+            .select(*CANDIDATES.names)
+        )
     return SweepResult(totals, sum(part.rows for part in written.get("revived", [])))
 
 
-def _protected_now(spark: "SparkSession", source: GcSource, run_id: str, refs_sha256: str | None, uncommitted_key: str,
-                   policy_of: PolicyOf, marked_active: set[str], now: datetime,
-                   fenced_active: frozenset[str] | set[str]) -> "DataFrame":
+def _protected_now(
+    spark: SparkSession,
+    source: GcSource,
+    run_id: str,
+    refs_sha256: str | None,
+    uncommitted_key: str,
+    policy_of: PolicyOf,
+    marked_active: set[str],
+    now: datetime,
+    fenced_active: frozenset[str] | set[str],
+) -> DataFrame:
     """Addresses referenced now (or when the fence went up) that the mark did not count as
     referenced: what was staged or copied since the mark and the live tokens, and the entries of
     ranges that no tree counted active at the mark held (read from the trees that became active
@@ -94,6 +125,8 @@ def _protected_now(spark: "SparkSession", source: GcSource, run_id: str, refs_sh
     if marked is not None and trees:
         counted = read_refs(spark, storage, marked, marked.ranges, RANGES_DDL).where(F.col("trees") > 0)
         ranges = ranges.join(counted.select("range_id"), "range_id", "left_anti")
-    committed = entry_counts(spark, storage, ranges.withColumn("weight", F.lit(1)).withColumn("fresh", F.lit(0))).select("address")
+    committed = entry_counts(
+        spark, storage, ranges.withColumn("weight", F.lit(1)).withColumn("fresh", F.lit(0))
+    ).select("address")
     uncommitted = read_parquet(spark, storage, [uncommitted_key], UNCOMMITTED_DDL).select("address")
     return committed.union(uncommitted).distinct()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -68,7 +68,9 @@ class Metastore:
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
             raise MetastoreError(f"invalid metastore URL {mask_secrets(self.url)!r}: {exc}") from None
         except OSError as exc:
-            raise MetastoreError(f"metastore {mask_secrets(self.url)}: cannot create its folder: {exc.strerror}") from None
+            raise MetastoreError(
+                f"metastore {mask_secrets(self.url)}: cannot create its folder: {exc.strerror}"
+            ) from None
         self._ready = False
 
     @contextmanager
@@ -77,27 +79,27 @@ class Metastore:
         IMMEDIATE; PostgreSQL: an advisory lock), so writers queue and each sees what the one
         before it committed, instead of failing when a read lock would have to be upgraded."""
         self.ensure_schema()
-        with _errors(self.url), self.engine.connect() as conn:
-            with conn.execution_options(lakegc_write=True).begin():
-                yield conn
+        with _errors(self.url), self.engine.connect() as conn, conn.execution_options(lakegc_write=True).begin():
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: one consistent snapshot for several queries (on PostgreSQL it runs
         at REPEATABLE READ; its default, READ COMMITTED, takes a new snapshot for every statement)."""
         self.ensure_schema()
-        with _errors(self.url), self.engine.connect() as conn:
-            with conn.begin():
-                yield conn
+        with _errors(self.url), self.engine.connect() as conn, conn.begin():
+            yield conn
 
     def ensure_schema(self) -> None:
         """Every command calls this first: a database already at our version costs one read; only
         a fresh or older one takes the write path of `init`."""
         if not self._ready:
-            with _errors(self.url), self.engine.connect() as conn:
-                with conn.begin():
-                    current = (conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
-                               if sa.inspect(conn).has_table(schema.schema_version.name) else None)
+            with _errors(self.url), self.engine.connect() as conn, conn.begin():
+                current = (
+                    conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
+                    if sa.inspect(conn).has_table(schema.schema_version.name)
+                    else None
+                )
             if current == SCHEMA_VERSION:
                 self._ready = True
             else:
@@ -106,18 +108,19 @@ class Metastore:
     def init(self) -> int:
         """Create or migrate the schema; returns the version now in place. It runs as a write
         transaction, so processes that start at once on a fresh database create it one at a time."""
-        with _errors(self.url), self.engine.connect() as conn:
-            with conn.execution_options(lakegc_write=True).begin():
-                fresh = not sa.inspect(conn).has_table(schema.schema_version.name)
-                schema.metadata.create_all(conn, checkfirst=True)
-                current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
-                if current > SCHEMA_VERSION:
-                    raise MetastoreError(f"metastore {mask_secrets(self.url)} has schema version {current}, newer than this "
-                                         f"lakegc understands ({SCHEMA_VERSION}): upgrade lakegc")
-                for version in range(current + 1, SCHEMA_VERSION + 1):
-                    if not fresh and version in MIGRATIONS:
-                        MIGRATIONS[version](conn)
-                    conn.execute(schema.schema_version.insert().values(version=version, applied_at=utcnow()))
+        with _errors(self.url), self.engine.connect() as conn, conn.execution_options(lakegc_write=True).begin():
+            fresh = not sa.inspect(conn).has_table(schema.schema_version.name)
+            schema.metadata.create_all(conn, checkfirst=True)
+            current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() or 0
+            if current > SCHEMA_VERSION:
+                raise MetastoreError(
+                    f"metastore {mask_secrets(self.url)} has schema version {current}, newer than this "
+                    f"lakegc understands ({SCHEMA_VERSION}): upgrade lakegc"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                if not fresh and version in MIGRATIONS:
+                    MIGRATIONS[version](conn)
+                conn.execute(schema.schema_version.insert().values(version=version, applied_at=utcnow()))
         self._ready = True
         return SCHEMA_VERSION
 
@@ -125,7 +128,9 @@ class Metastore:
         statements = []
         for table in schema.metadata.sorted_tables:
             statements.append(str(CreateTable(table).compile(dialect=self.engine.dialect)).strip() + ";")
-            statements += [str(CreateIndex(ix).compile(dialect=self.engine.dialect)).strip() + ";" for ix in table.indexes]
+            statements += [
+                str(CreateIndex(ix).compile(dialect=self.engine.dialect)).strip() + ";" for ix in table.indexes
+            ]
         return "\n\n".join(statements) + "\n"
 
 
@@ -140,8 +145,10 @@ def _create_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         return _postgresql_engine(parsed)
     if parsed.get_backend_name() != "sqlite":  # the write discipline above is built and tested for these two only
-        raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: the metastore runs on SQLite "
-                         "(sqlite:///PATH) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)")
+        raise ValueError(
+            f"unsupported database {parsed.get_backend_name()!r}: the metastore runs on SQLite "
+            "(sqlite:///PATH) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)"
+        )
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(parsed, connect_args={"timeout": 60})

@@ -38,19 +38,22 @@ PATH = _string(1024)
 LOCATION = _string(2048)
 
 schema_version = sa.Table(
-    "schema_version", metadata,
+    "schema_version",
+    metadata,
     sa.Column("version", sa.Integer, primary_key=True),
     sa.Column("applied_at", UtcDateTime, nullable=False),
 )
 
 settings = sa.Table(
-    "settings", metadata,
+    "settings",
+    metadata,
     sa.Column("key", NAME, primary_key=True),
     sa.Column("value", TEXT, nullable=False),
 )
 
 repositories = sa.Table(
-    "repositories", metadata,
+    "repositories",
+    metadata,
     sa.Column("name", NAME, primary_key=True),
     sa.Column("storage_namespace", LOCATION, nullable=False, unique=True),
     sa.Column("default_branch", NAME, nullable=False),
@@ -66,14 +69,16 @@ def _repo_fk() -> sa.ForeignKey:
 
 
 branches = sa.Table(
-    "branches", metadata,
+    "branches",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("name", NAME, primary_key=True),
     sa.Column("head", ID, nullable=False),
 )
 
 commits = sa.Table(
-    "commits", metadata,
+    "commits",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("id", ID, primary_key=True),
     sa.Column("parents", sa.JSON, nullable=False),  # ordered: first parent first
@@ -84,14 +89,16 @@ commits = sa.Table(
 )
 
 tags = sa.Table(
-    "tags", metadata,
+    "tags",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("name", NAME, primary_key=True),
     sa.Column("commit_id", ID, nullable=False),
 )
 
 staged_entries = sa.Table(
-    "staged_entries", metadata,
+    "staged_entries",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("branch", NAME, primary_key=True),
     sa.Column("path", PATH, primary_key=True),
@@ -106,7 +113,8 @@ staged_entries = sa.Table(
 )
 
 slices = sa.Table(
-    "slices", metadata,
+    "slices",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("name", NAME, primary_key=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
@@ -117,7 +125,8 @@ slices = sa.Table(
 )
 
 copy_records = sa.Table(
-    "copy_records", metadata,
+    "copy_records",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
     sa.Column("address", LOCATION, nullable=False),
@@ -126,7 +135,8 @@ copy_records = sa.Table(
 )
 
 address_tokens = sa.Table(
-    "address_tokens", metadata,
+    "address_tokens",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("address", LOCATION, primary_key=True),
     sa.Column("branch", NAME, nullable=False),
@@ -135,13 +145,15 @@ address_tokens = sa.Table(
 )
 
 gc_rules = sa.Table(
-    "gc_rules", metadata,
+    "gc_rules",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("rules", sa.JSON, nullable=False),
 )
 
 gc_runs = sa.Table(
-    "gc_runs", metadata,
+    "gc_runs",
+    metadata,
     sa.Column("id", ID, primary_key=True),
     sa.Column("repository", NAME, _repo_fk(), nullable=False, index=True),
     sa.Column("kind", sa.String(32), nullable=False),
@@ -154,7 +166,8 @@ gc_runs = sa.Table(
 )
 
 gc_leases = sa.Table(
-    "gc_leases", metadata,
+    "gc_leases",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("run_id", ID, nullable=False),
     sa.Column("host", NAME, nullable=False),
@@ -167,7 +180,8 @@ gc_leases = sa.Table(
 # A sweep's fence (repo.fence): while a sweep deletes, the commits whose objects it may delete, which
 # writers must not bring back (a ref onto them, a merge, revert or copy out of them).
 gc_fences = sa.Table(
-    "gc_fences", metadata,
+    "gc_fences",
+    metadata,
     sa.Column("repository", NAME, _repo_fk(), primary_key=True),
     sa.Column("run_id", ID, nullable=False),
     sa.Column("expired", sa.JSON, nullable=False),  # commit ids

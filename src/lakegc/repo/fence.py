@@ -29,8 +29,9 @@ delete batch checks the deadline its lease guaranteed (see `sweep`). `gc set-con
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from lakegc.errors import LakegcError
 from lakegc.retention.active import active_commits
@@ -45,7 +46,7 @@ class FencedByGc(LakegcError):
     """A change refused because a running sweep may be deleting what it would bring back."""
 
 
-def raise_fence(tx: "Tx", run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+def raise_fence(tx: Tx, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
     """Raise the fence of a sweep, in the write transaction `tx`; returns the commits active now
     (the re-check protects them). `params` are the run's recorded parameters (cutoffs,
     default_cutoff, now)."""
@@ -56,8 +57,9 @@ def raise_fence(tx: "Tx", run_id: str, marked_active: set[str], params: dict[str
     return active
 
 
-def check(tx: "Tx", *, sources: Iterable[str] = (), branch: tuple[str, str] | None = None,
-          rules_change: bool = False) -> None:
+def check(
+    tx: Tx, *, sources: Iterable[str] = (), branch: tuple[str, str] | None = None, rules_change: bool = False
+) -> None:
     """Refuse, inside a writer's transaction, a change that could bring back what a running sweep
     may delete: entries taken out of `sources` (commit ids), the ref `branch` (name, commit)
     created or moved, or a change of the retention rules."""
@@ -77,16 +79,19 @@ def check(tx: "Tx", *, sources: Iterable[str] = (), branch: tuple[str, str] | No
         heads = {**graph.branches, name: commit_id}
         revived = active_commits(graph.commits, heads, _policy_of(tx, row.parameters), graph.tags) & expired
         if revived:
-            raise FencedByGc(f"{why}: branch {name!r} at {commit_id[:12]} would keep {len(revived)} of them "
-                             f"(e.g. {min(revived)[:12]}); try again once the run has finished")
+            raise FencedByGc(
+                f"{why}: branch {name!r} at {commit_id[:12]} would keep {len(revived)} of them "
+                f"(e.g. {min(revived)[:12]}); try again once the run has finished"
+            )
 
 
-def _policy_of(tx: "Tx", params: dict[str, Any]) -> PolicyOf:
+def _policy_of(tx: Tx, params: dict[str, Any]) -> PolicyOf:
     """The run's policies, from its recorded parameters and the stored rules (unchanged while the
     fence stands)."""
     import json
 
     doc = tx.gc_rules_doc()
     rules = None if doc is None else parse_rules(json.dumps(doc))
-    return resolve_policies(rules, tuple(params["cutoffs"]), params["default_cutoff"],
-                            datetime.fromisoformat(params["now"])).policy_of
+    return resolve_policies(
+        rules, tuple(params["cutoffs"]), params["default_cutoff"], datetime.fromisoformat(params["now"])
+    ).policy_of

@@ -48,7 +48,7 @@ class StagingVersion:
         return json.dumps({"staging_version": self.version}).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> "StagingVersion":
+    def from_json(cls, data: bytes) -> StagingVersion:
         return cls(int(json.loads(data)["staging_version"]))
 
 
@@ -97,7 +97,7 @@ class GcSource(Protocol):
         """Take the sweep's fence down (None: whatever fence stands, a dead sweeper's)."""
         ...
 
-    def protected_places(self) -> list["Protected"]:
+    def protected_places(self) -> list[Protected]:
         """What a delete in this namespace must never touch: the metastore, lakegc's home, every
         other repository's namespace."""
         ...
@@ -116,7 +116,7 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
 class RepositoryGcSource:
     """A repository's `GcSource`, read from the metastore."""
 
-    def __init__(self, repo: "Repository"):
+    def __init__(self, repo: Repository):
         self.repo = repo
         self.name, self.namespace, self.storage = repo.name, repo.info.storage_namespace, repo.storage
 
@@ -140,8 +140,9 @@ class RepositoryGcSource:
                 for source, result in streams:
                     for rows in result.partitions(_BATCH):
                         keys = [k for r in rows if (k := namespace_key(self.namespace, r[0], r[1])) is not None]
-                        yield pa.RecordBatch.from_pydict({"address": keys, "source": [source] * len(keys)},
-                                                         schema=UNCOMMITTED)
+                        yield pa.RecordBatch.from_pydict(
+                            {"address": keys, "source": [source] * len(keys)}, schema=UNCOMMITTED
+                        )
 
             count = write(batches())
             graph = tx.commit_graph()
@@ -155,5 +156,5 @@ class RepositoryGcSource:
         with self.repo.store.write() as tx:
             tx.drop_fence(run_id)
 
-    def protected_places(self) -> list["Protected"]:
+    def protected_places(self) -> list[Protected]:
         return self.repo.lake.protected_places(except_repository=self.name)

@@ -6,8 +6,8 @@ A graph is a mapping commit id -> parent ids (first parent first), with creation
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Iterator, Mapping, Sequence
 
 Graph = Mapping[str, Sequence[str]]
 

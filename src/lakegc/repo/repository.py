@@ -18,13 +18,24 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lakegc.engine.guard import Protected, check_root
 from lakegc.errors import (
-    AlreadyExists, ConcurrentUpdate, DirtyBranch, InvalidArgument, InvalidToken, MergeConflict, NamespaceError,
-    NothingToCommit, ObjectGone, ObjectNotFound, PathNotFound, RefNotFound, RepoNotFound,
+    AlreadyExists,
+    ConcurrentUpdate,
+    DirtyBranch,
+    InvalidArgument,
+    InvalidToken,
+    MergeConflict,
+    NamespaceError,
+    NothingToCommit,
+    ObjectGone,
+    ObjectNotFound,
+    PathNotFound,
+    RefNotFound,
+    RepoNotFound,
 )
 from lakegc.metastore import Metastore, sqlite_file
 from lakegc.repo import fence, graph, slices, tokens
 from lakegc.repo.merge import three_way
-from lakegc.repo.model import AddressKind, Branch, Change, ChangeType, Changes, Commit, Entry, RepositoryInfo, Tag
+from lakegc.repo.model import AddressKind, Branch, Change, Changes, ChangeType, Commit, Entry, RepositoryInfo, Tag
 from lakegc.repo.store import LakeStore, RefStore, Tx, entry_from_row
 from lakegc.repo.trees import TreeStore, as_changes
 from lakegc.retention.rules import GcRules, parse_rules
@@ -59,7 +70,9 @@ class Lake:
         with self.store.write() as lake:
             if lake.repository(name) is not None:
                 raise AlreadyExists(f"repository {name!r} already exists")
-            overlap = namespace_overlap(location, {f"repository {other!r}": ns for other, ns in lake.namespaces().items()})
+            overlap = namespace_overlap(
+                location, {f"repository {other!r}": ns for other, ns in lake.namespaces().items()}
+            )
             if overlap is not None:
                 raise NamespaceError(overlap)
             storage = open_storage(location)
@@ -80,8 +93,11 @@ class Lake:
         if db is not None:
             places.append(Protected("the lakegc metastore database", db))
         if repositories:
-            places += [Protected(f"the namespace of repository {r.name!r}", r.storage_namespace)
-                       for r in self.repositories() if r.name != except_repository]
+            places += [
+                Protected(f"the namespace of repository {r.name!r}", r.storage_namespace)
+                for r in self.repositories()
+                if r.name != except_repository
+            ]
         return places
 
     def repositories(self) -> list[RepositoryInfo]:
@@ -119,7 +135,7 @@ class Repository:
         self.storage: Storage = open_storage(info.storage_namespace)
         self.trees = TreeStore(self.storage)
 
-    def gc_source(self) -> "RepositoryGcSource":
+    def gc_source(self) -> RepositoryGcSource:
         """What repository GC reads of this repository (`repo.gc_source`)."""
         from lakegc.repo.gc_source import RepositoryGcSource
 
@@ -202,8 +218,15 @@ class Repository:
         with self.store.read() as tx:
             tx.branch_head(branch)
         info = self.storage.write(slices.object_key(self._current_slice()), source)
-        entry = Entry(path, info.key, AddressKind.RELATIVE, info.size, info.checksum or "", info.mtime,
-                      json.dumps(metadata, sort_keys=True) if metadata else None)
+        entry = Entry(
+            path,
+            info.key,
+            AddressKind.RELATIVE,
+            info.size,
+            info.checksum or "",
+            info.mtime,
+            json.dumps(metadata, sort_keys=True) if metadata else None,
+        )
         with self.store.write() as tx:
             tx.branch_head(branch)
             tx.stage(branch, entry)
@@ -275,7 +298,7 @@ class Repository:
             head = tx.commit(tx.branch_head(branch))
             staged = tx.staged(branch, path)
             committed = self.trees.get(head.metarange_id, path) is not None
-            if (staged.tombstone if staged is not None else not committed):
+            if staged.tombstone if staged is not None else not committed:
                 raise PathNotFound(f"path {path!r} not found on branch {branch!r}")
             tx.unstage(branch, path)
             if committed:
@@ -311,8 +334,16 @@ class Repository:
     def sign(self, claims: tokens.TokenClaims) -> str:
         return tokens.sign(self.lake.token_secret(), claims)
 
-    def link(self, branch: str, path: str, address: str, size: int, checksum: str, token: str | None = None,
-             metadata: dict[str, Any] | None = None) -> Entry:
+    def link(
+        self,
+        branch: str,
+        path: str,
+        address: str,
+        size: int,
+        checksum: str,
+        token: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Entry:
         """Stage an object that already exists. Outside the namespace anything goes (GC never touches
         it); inside, only an address we handed out, with its live token, once, and only when the
         object there has the size and checksum given: a link that fails leaves the token usable."""
@@ -320,7 +351,9 @@ class Repository:
         if size < 0:
             raise InvalidArgument("size must not be negative")
         key, kind = self._classify_address(address)
-        entry = Entry(path, key, kind, size, checksum, utcnow(), json.dumps(metadata, sort_keys=True) if metadata else None)
+        entry = Entry(
+            path, key, kind, size, checksum, utcnow(), json.dumps(metadata, sort_keys=True) if metadata else None
+        )
         claims = self._verified_claims(token, key) if kind is AddressKind.RELATIVE else None
         if claims is not None:
             _check_claims(claims, self.name, branch, path, key)
@@ -366,12 +399,21 @@ class Repository:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
         if given != digest.hexdigest():
-            raise InvalidArgument(f"checksum {checksum!r} does not match the object at {where} (its MD5 is "
-                                  f"{digest.hexdigest()}); the token stays valid")
+            raise InvalidArgument(
+                f"checksum {checksum!r} does not match the object at {where} (its MD5 is "
+                f"{digest.hexdigest()}); the token stays valid"
+            )
 
     # -- history ------------------------------------------------------------
-    def commit(self, branch: str, message: str, *, date: datetime | None = None, allow_empty: bool = False,
-               metadata: dict[str, Any] | None = None) -> Commit:
+    def commit(
+        self,
+        branch: str,
+        message: str,
+        *,
+        date: datetime | None = None,
+        allow_empty: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> Commit:
         """Apply the branch's staging to its HEAD tree. Only the staged rows we read are cleared, so a
         write that lands while we commit stays staged for the next commit."""
         for _ in range(_RETRIES):
@@ -390,8 +432,15 @@ class Repository:
             return commit
         raise ConcurrentUpdate(f"branch {branch!r} kept moving while committing; try again")
 
-    def merge(self, source: str, dest: str, *, message: str | None = None, date: datetime | None = None,
-              allow_empty: bool = False) -> Commit:
+    def merge(
+        self,
+        source: str,
+        dest: str,
+        *,
+        message: str | None = None,
+        date: datetime | None = None,
+        allow_empty: bool = False,
+    ) -> Commit:
         """Three-way merge of `source` into branch `dest` from their best common ancestor; always a
         merge commit with parents (dest HEAD, source)."""
         for _ in range(_RETRIES):
@@ -409,8 +458,9 @@ class Repository:
             if not to_apply and not allow_empty:
                 raise NothingToCommit(f"nothing to merge from {source!r} into {dest!r} (use --allow-empty)")
             tree = self.trees.apply(head.metarange_id, to_apply) if to_apply else head.metarange_id
-            commit = new_commit((head.id, src.id), tree, message or f"Merge '{source}' into '{dest}'",
-                                date or utcnow(), {})
+            commit = new_commit(
+                (head.id, src.id), tree, message or f"Merge '{source}' into '{dest}'", date or utcnow(), {}
+            )
             with self.store.write() as tx:
                 fence.check(tx, sources=[src.id])
                 if tx.move_branch(dest, head.id, commit):
@@ -439,8 +489,10 @@ class Repository:
         raise ConcurrentUpdate(f"branch {branch!r} kept moving while reverting; try again")
 
     def _three_way(self, base: Commit, ours: Commit, theirs: Commit) -> Changes:
-        to_apply, conflicts = three_way(as_changes(self.trees.diff(base.metarange_id, ours.metarange_id)),
-                                        as_changes(self.trees.diff(base.metarange_id, theirs.metarange_id)))
+        to_apply, conflicts = three_way(
+            as_changes(self.trees.diff(base.metarange_id, ours.metarange_id)),
+            as_changes(self.trees.diff(base.metarange_id, theirs.metarange_id)),
+        )
         if conflicts:
             raise MergeConflict(conflicts)
         return to_apply
@@ -476,7 +528,9 @@ class Repository:
             before = self.trees.get(head.metarange_id, r.path)
             after = None if r.tombstone else entry_from_row(r)
             if before != after:
-                kind = ChangeType.ADDED if before is None else ChangeType.REMOVED if after is None else ChangeType.CHANGED
+                kind = (
+                    ChangeType.ADDED if before is None else ChangeType.REMOVED if after is None else ChangeType.CHANGED
+                )
                 changes.append(Change(r.path, kind, before, after))
         return changes
 

@@ -37,12 +37,12 @@ class RefStore:
         self.ms, self.repository = metastore, repository
 
     @contextmanager
-    def read(self) -> Iterator["Tx"]:
+    def read(self) -> Iterator[Tx]:
         with self.ms.read() as conn:
             yield Tx(conn, self.repository)
 
     @contextmanager
-    def write(self) -> Iterator["Tx"]:
+    def write(self) -> Iterator[Tx]:
         with self.ms.write() as conn:
             yield Tx(conn, self.repository)
 
@@ -62,16 +62,22 @@ class Tx:
         both a branch and a tag, or a prefix of several commits, is ambiguous, never a guess."""
         validate_ref_name(ref)
         found: list[tuple[str, str, str | None]] = []
-        head = self.conn.execute(sa.select(t.branches.c.head).where(
-            self._of(t.branches), t.branches.c.name == ref)).scalar()
+        head = self.conn.execute(
+            sa.select(t.branches.c.head).where(self._of(t.branches), t.branches.c.name == ref)
+        ).scalar()
         if head:
             found.append(("branch", head, ref))
         tagged = self.conn.execute(sa.select(t.tags.c.commit_id).where(self._of(t.tags), t.tags.c.name == ref)).scalar()
         if tagged:
             found.append(("tag", tagged, None))
         if 8 <= len(ref) <= 64 and set(ref) <= COMMIT_ID_CHARS:
-            ids = self.conn.execute(sa.select(t.commits.c.id).where(
-                self._of(t.commits), t.commits.c.id.like(ref + "%")).limit(2)).scalars().all()
+            ids = (
+                self.conn.execute(
+                    sa.select(t.commits.c.id).where(self._of(t.commits), t.commits.c.id.like(ref + "%")).limit(2)
+                )
+                .scalars()
+                .all()
+            )
             if len(ids) > 1:
                 raise AmbiguousRef(f"ref {ref!r} is ambiguous: it is a prefix of several commits")
             found += [("commit", i, None) for i in ids]
@@ -83,8 +89,9 @@ class Tx:
 
     def branch_head(self, branch: str) -> str:
         validate_ref_name(branch)
-        head = self.conn.execute(sa.select(t.branches.c.head).where(
-            self._of(t.branches), t.branches.c.name == branch)).scalar()
+        head = self.conn.execute(
+            sa.select(t.branches.c.head).where(self._of(t.branches), t.branches.c.name == branch)
+        ).scalar()
         if head is None:
             raise RefNotFound(f"branch {branch!r} not found in repository {self.repository!r}")
         return head
@@ -100,35 +107,58 @@ class Tx:
         return {r.id: commit_from_row(r) for r in rows}
 
     def parents_and_dates(self) -> tuple[dict[str, list[str]], dict[str, datetime]]:
-        rows = self.conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date)
-                                 .where(self._of(t.commits))).all()
+        rows = self.conn.execute(
+            sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date).where(self._of(t.commits))
+        ).all()
         return {r.id: list(r.parents) for r in rows}, {r.id: r.creation_date for r in rows}
 
     def commit_graph(self) -> CommitGraph:
-        rows = self.conn.execute(sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date,
-                                           t.commits.c.metarange_id).where(self._of(t.commits))).all()
-        return CommitGraph({r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows},
-                           {r.id: r.metarange_id for r in rows}, self.branch_heads(), self.tagged_commits())
+        rows = self.conn.execute(
+            sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date, t.commits.c.metarange_id).where(
+                self._of(t.commits)
+            )
+        ).all()
+        return CommitGraph(
+            {r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows},
+            {r.id: r.metarange_id for r in rows},
+            self.branch_heads(),
+            self.tagged_commits(),
+        )
 
     def metaranges(self) -> set[str]:
-        return set(self.conn.execute(sa.select(t.commits.c.metarange_id).where(self._of(t.commits))
-                                     .distinct()).scalars())
+        return set(
+            self.conn.execute(sa.select(t.commits.c.metarange_id).where(self._of(t.commits)).distinct()).scalars()
+        )
 
     def insert_commit(self, commit: Commit) -> None:
-        exists = self.conn.execute(sa.select(t.commits.c.id).where(
-            self._of(t.commits), t.commits.c.id == commit.id)).first()
+        exists = self.conn.execute(
+            sa.select(t.commits.c.id).where(self._of(t.commits), t.commits.c.id == commit.id)
+        ).first()
         if not exists:
-            self.conn.execute(t.commits.insert().values(
-                repository=self.repository, id=commit.id, parents=list(commit.parents),
-                metarange_id=commit.metarange_id, message=commit.message, metadata=commit.metadata,
-                creation_date=commit.creation_date))
+            self.conn.execute(
+                t.commits.insert().values(
+                    repository=self.repository,
+                    id=commit.id,
+                    parents=list(commit.parents),
+                    metarange_id=commit.metarange_id,
+                    message=commit.message,
+                    metadata=commit.metadata,
+                    creation_date=commit.creation_date,
+                )
+            )
 
     def move_branch(self, branch: str, expected_head: str, commit: Commit) -> bool:
         """Compare-and-set of the branch HEAD, recording the commit only when it wins: a commit that
         lost the race would be an orphan GC has to keep as a dangling leaf."""
-        moved = self.conn.execute(t.branches.update().where(
-            self._of(t.branches), t.branches.c.name == branch, t.branches.c.head == expected_head,
-        ).values(head=commit.id)).rowcount
+        moved = self.conn.execute(
+            t.branches.update()
+            .where(
+                self._of(t.branches),
+                t.branches.c.name == branch,
+                t.branches.c.head == expected_head,
+            )
+            .values(head=commit.id)
+        ).rowcount
         if moved:
             self.insert_commit(commit)
         return bool(moved)
@@ -138,7 +168,9 @@ class Tx:
         return [Branch(r.name, r.head) for r in rows]
 
     def branch_heads(self) -> dict[str, str]:
-        return dict(self.conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(self._of(t.branches))).all())
+        return dict(
+            self.conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(self._of(t.branches))).all()
+        )
 
     def insert_branch(self, name: str, commit_id: str) -> None:
         self.conn.execute(t.branches.insert().values(repository=self.repository, name=name, head=commit_id))
@@ -171,8 +203,9 @@ class Tx:
         return sa.and_(self._of(t.staged_entries), t.staged_entries.c.branch == branch)
 
     def staged(self, branch: str, path: str) -> sa.Row | None:
-        return self.conn.execute(sa.select(t.staged_entries).where(
-            self._staging_of(branch), t.staged_entries.c.path == path)).first()
+        return self.conn.execute(
+            sa.select(t.staged_entries).where(self._staging_of(branch), t.staged_entries.c.path == path)
+        ).first()
 
     def staged_rows(self, branch: str, prefix: str | None = None, ordered: bool = False) -> list[sa.Row]:
         query = sa.select(t.staged_entries).where(self._staging_of(branch))
@@ -183,29 +216,44 @@ class Tx:
         return self.conn.execute(query).all()
 
     def has_staging(self, branch: str) -> bool:
-        return self.conn.execute(sa.select(t.staged_entries.c.path).where(self._staging_of(branch)).limit(1)).first() \
+        return (
+            self.conn.execute(sa.select(t.staged_entries.c.path).where(self._staging_of(branch)).limit(1)).first()
             is not None
+        )
 
     def next_staging_version(self) -> int:
         """A new staging version for what this write stages or copies (writers queue on one lock,
         so versions follow the order of the writes): a GC sweep re-checks only what was staged or
         copied after its mark."""
         repo = t.repositories
-        self.conn.execute(repo.update().where(repo.c.name == self.repository)
-                          .values(staging_version=repo.c.staging_version + 1))
+        self.conn.execute(
+            repo.update().where(repo.c.name == self.repository).values(staging_version=repo.c.staging_version + 1)
+        )
         return self.conn.execute(sa.select(repo.c.staging_version).where(repo.c.name == self.repository)).scalar_one()
 
     def stage(self, branch: str, entry: Entry, version: int | None = None) -> None:
         self.unstage(branch, entry.path)
         version = version if version is not None else self.next_staging_version()
-        self.conn.execute(t.staged_entries.insert().values(
-            repository=self.repository, branch=branch, path=entry.path, address=entry.address,
-            address_kind=str(entry.address_kind), size=entry.size, checksum=entry.checksum, mtime=entry.mtime,
-            metadata=entry.metadata, tombstone=False, version=version))
+        self.conn.execute(
+            t.staged_entries.insert().values(
+                repository=self.repository,
+                branch=branch,
+                path=entry.path,
+                address=entry.address,
+                address_kind=str(entry.address_kind),
+                size=entry.size,
+                checksum=entry.checksum,
+                mtime=entry.mtime,
+                metadata=entry.metadata,
+                tombstone=False,
+                version=version,
+            )
+        )
 
     def stage_deletion(self, branch: str, path: str) -> None:
-        self.conn.execute(t.staged_entries.insert().values(
-            repository=self.repository, branch=branch, path=path, tombstone=True))
+        self.conn.execute(
+            t.staged_entries.insert().values(repository=self.repository, branch=branch, path=path, tombstone=True)
+        )
 
     def unstage(self, branch: str, path: str) -> None:
         self.conn.execute(t.staged_entries.delete().where(self._staging_of(branch), t.staged_entries.c.path == path))
@@ -217,47 +265,72 @@ class Tx:
         """Drop exactly the staged rows a commit read, not what was staged while it committed: one
         statement, executed for every row (a commit may clear 100,000s)."""
         if rows:
-            self.conn.execute(t.staged_entries.delete().where(
-                self._staging_of(branch), t.staged_entries.c.path == sa.bindparam("p"),
-                t.staged_entries.c.address.is_not_distinct_from(sa.bindparam("a")),
-                t.staged_entries.c.tombstone == sa.bindparam("tomb")),
-                [{"p": r.path, "a": r.address, "tomb": r.tombstone} for r in rows])
+            self.conn.execute(
+                t.staged_entries.delete().where(
+                    self._staging_of(branch),
+                    t.staged_entries.c.path == sa.bindparam("p"),
+                    t.staged_entries.c.address.is_not_distinct_from(sa.bindparam("a")),
+                    t.staged_entries.c.tombstone == sa.bindparam("tomb"),
+                ),
+                [{"p": r.path, "a": r.address, "tomb": r.tombstone} for r in rows],
+            )
 
     def record_copy(self, address: str, when: datetime, version: int) -> None:
-        self.conn.execute(t.copy_records.insert().values(repository=self.repository, address=address,
-                                                         created_at=when, version=version))
+        self.conn.execute(
+            t.copy_records.insert().values(
+                repository=self.repository, address=address, created_at=when, version=version
+            )
+        )
 
     # -- slices -------------------------------------------------------------
     def newest_slice(self) -> sa.Row | None:
-        return self.conn.execute(sa.select(t.slices).where(self._of(t.slices))
-                                 .order_by(t.slices.c.name).limit(1)).first()
+        return self.conn.execute(
+            sa.select(t.slices).where(self._of(t.slices)).order_by(t.slices.c.name).limit(1)
+        ).first()
 
     def open_slice(self, name: str, now: datetime, writable_until: datetime) -> None:
-        self.conn.execute(t.slices.insert().values(repository=self.repository, name=name, created_at=now, objects=1,
-                                                   writable_until=writable_until))
+        self.conn.execute(
+            t.slices.insert().values(
+                repository=self.repository, name=name, created_at=now, objects=1, writable_until=writable_until
+            )
+        )
 
     def count_into_slice(self, name: str, writable_until: datetime) -> None:
         """One more object in the slice, which stays writable until the later of its window and
         `writable_until` (an unknown window stays unknown)."""
-        self.conn.execute(t.slices.update().where(self._of(t.slices), t.slices.c.name == name).values(
-            objects=t.slices.c.objects + 1,
-            writable_until=sa.case((t.slices.c.writable_until.is_(None), None),
-                                   (t.slices.c.writable_until > writable_until, t.slices.c.writable_until),
-                                   else_=writable_until)))
+        self.conn.execute(
+            t.slices.update()
+            .where(self._of(t.slices), t.slices.c.name == name)
+            .values(
+                objects=t.slices.c.objects + 1,
+                writable_until=sa.case(
+                    (t.slices.c.writable_until.is_(None), None),
+                    (t.slices.c.writable_until > writable_until, t.slices.c.writable_until),
+                    else_=writable_until,
+                ),
+            )
+        )
 
     def slice_rows(self) -> list[sa.Row]:
-        return self.conn.execute(sa.select(t.slices.c.name, t.slices.c.created_at, t.slices.c.writable_until)
-                                 .where(self._of(t.slices))).all()
+        return self.conn.execute(
+            sa.select(t.slices.c.name, t.slices.c.created_at, t.slices.c.writable_until).where(self._of(t.slices))
+        ).all()
 
     # -- address tokens -----------------------------------------------------
     def issue_token(self, address: str, branch: str, path: str, expires: datetime) -> None:
-        self.conn.execute(t.address_tokens.insert().values(
-            repository=self.repository, address=address, branch=branch, path=path, expires_at=expires))
+        self.conn.execute(
+            t.address_tokens.insert().values(
+                repository=self.repository, address=address, branch=branch, path=path, expires_at=expires
+            )
+        )
 
     def redeem_token(self, address: str) -> bool:
         """Tokens are single-use: redeeming deletes the issued row (in the transaction that stages)."""
-        return bool(self.conn.execute(t.address_tokens.delete().where(
-            self._of(t.address_tokens), t.address_tokens.c.address == address)).rowcount)
+        return bool(
+            self.conn.execute(
+                t.address_tokens.delete().where(self._of(t.address_tokens), t.address_tokens.c.address == address)
+            ).rowcount
+        )
 
     # -- GC rules -----------------------------------------------------------
     def gc_rules_doc(self) -> dict[str, Any] | None:
@@ -272,8 +345,9 @@ class Tx:
 
     # -- what GC reads ------------------------------------------------------
     def staging_version(self) -> int:
-        return self.conn.execute(sa.select(t.repositories.c.staging_version)
-                                 .where(t.repositories.c.name == self.repository)).scalar_one()
+        return self.conn.execute(
+            sa.select(t.repositories.c.staging_version).where(t.repositories.c.name == self.repository)
+        ).scalar_one()
 
     def uncommitted_addresses(self, now: datetime, copy_window: Any, since: int | None) -> list[tuple[str, Any]]:
         """Streams of (address, kind) rows: staged entries (not tombstones), copy records younger
@@ -283,12 +357,30 @@ class Tx:
         copied_after = [] if since is None else [t.copy_records.c.version > since]
         streaming = self.conn.execution_options(stream_results=True)
         return [
-            ("staged", streaming.execute(sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
-                self._of(t.staged_entries), t.staged_entries.c.tombstone.is_(False), *staged_after))),
-            ("copy", streaming.execute(sa.select(t.copy_records.c.address, sa.literal("relative")).where(
-                self._of(t.copy_records), t.copy_records.c.created_at > now - copy_window, *copied_after))),
-            ("token", streaming.execute(sa.select(t.address_tokens.c.address, sa.literal("relative")).where(
-                self._of(t.address_tokens), t.address_tokens.c.expires_at > now))),
+            (
+                "staged",
+                streaming.execute(
+                    sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
+                        self._of(t.staged_entries), t.staged_entries.c.tombstone.is_(False), *staged_after
+                    )
+                ),
+            ),
+            (
+                "copy",
+                streaming.execute(
+                    sa.select(t.copy_records.c.address, sa.literal("relative")).where(
+                        self._of(t.copy_records), t.copy_records.c.created_at > now - copy_window, *copied_after
+                    )
+                ),
+            ),
+            (
+                "token",
+                streaming.execute(
+                    sa.select(t.address_tokens.c.address, sa.literal("relative")).where(
+                        self._of(t.address_tokens), t.address_tokens.c.expires_at > now
+                    )
+                ),
+            ),
         ]
 
     def fence_row(self) -> sa.Row | None:
@@ -296,8 +388,11 @@ class Tx:
 
     def put_fence(self, run_id: str, expired: list[str], parameters: dict[str, Any], raised_at: datetime) -> None:
         self.drop_fence()
-        self.conn.execute(t.gc_fences.insert().values(repository=self.repository, run_id=run_id, expired=expired,
-                                                      parameters=parameters, raised_at=raised_at))
+        self.conn.execute(
+            t.gc_fences.insert().values(
+                repository=self.repository, run_id=run_id, expired=expired, parameters=parameters, raised_at=raised_at
+            )
+        )
 
     def drop_fence(self, run_id: str | None = None) -> None:
         where = [self._of(t.gc_fences)] + ([t.gc_fences.c.run_id == run_id] if run_id is not None else [])
@@ -311,12 +406,12 @@ class LakeStore:
         self.ms = metastore
 
     @contextmanager
-    def read(self) -> Iterator["LakeTx"]:
+    def read(self) -> Iterator[LakeTx]:
         with self.ms.read() as conn:
             yield LakeTx(conn)
 
     @contextmanager
-    def write(self) -> Iterator["LakeTx"]:
+    def write(self) -> Iterator[LakeTx]:
         with self.ms.write() as conn:
             yield LakeTx(conn)
 
@@ -343,14 +438,30 @@ class LakeTx:
         return dict(self.conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace)).all())
 
     def insert_repository(self, info: RepositoryInfo) -> None:
-        self.conn.execute(t.repositories.insert().values(
-            name=info.name, storage_namespace=info.storage_namespace, default_branch=info.default_branch,
-            created_at=info.created_at))
+        self.conn.execute(
+            t.repositories.insert().values(
+                name=info.name,
+                storage_namespace=info.storage_namespace,
+                default_branch=info.default_branch,
+                created_at=info.created_at,
+            )
+        )
 
     def delete_repository(self, name: str) -> None:
         """Every row of the repository, then the repository (its namespace and data stay)."""
-        for table in (t.gc_fences, t.gc_leases, t.gc_runs, t.gc_rules, t.address_tokens, t.copy_records, t.slices,
-                      t.staged_entries, t.tags, t.branches, t.commits):
+        for table in (
+            t.gc_fences,
+            t.gc_leases,
+            t.gc_runs,
+            t.gc_rules,
+            t.address_tokens,
+            t.copy_records,
+            t.slices,
+            t.staged_entries,
+            t.tags,
+            t.branches,
+            t.commits,
+        ):
             self.conn.execute(table.delete().where(table.c.repository == name))
         self.conn.execute(t.repositories.delete().where(t.repositories.c.name == name))
 

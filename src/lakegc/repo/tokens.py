@@ -8,7 +8,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from lakegc.errors import InvalidToken
 
@@ -23,8 +23,10 @@ class TokenClaims:
 
 
 def sign(secret: bytes, claims: TokenClaims) -> str:
-    payload = json.dumps([claims.repository, claims.branch, claims.path, claims.address,
-                          int(claims.expires_at.timestamp())], separators=(",", ":")).encode()
+    payload = json.dumps(
+        [claims.repository, claims.branch, claims.path, claims.address, int(claims.expires_at.timestamp())],
+        separators=(",", ":"),
+    ).encode()
     body = base64.urlsafe_b64encode(payload).decode().rstrip("=")
     return f"{body}.{_mac(secret, body)}"
 
@@ -36,7 +38,7 @@ def verify(secret: bytes, token: str, *, now: datetime) -> TokenClaims:
         raise InvalidToken("invalid token: signature does not match")
     try:
         repo, branch, path, address, expires = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        claims = TokenClaims(repo, branch, path, address, datetime.fromtimestamp(expires, timezone.utc))
+        claims = TokenClaims(repo, branch, path, address, datetime.fromtimestamp(expires, UTC))
     except (ValueError, TypeError):
         raise InvalidToken("invalid token: malformed") from None
     if claims.expires_at <= now:

@@ -13,16 +13,16 @@ from __future__ import annotations
 import bisect
 import hashlib
 import io
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakegc.errors import CorruptMetadata, ObjectNotFound, first_line
-from lakegc.repo.model import AddressKind, Change, ChangeType, Changes, Entry
+from lakegc.repo.model import AddressKind, Change, Changes, ChangeType, Entry
 from lakegc.storage import Storage, read_table
 from lakegc.timeutil import as_utc
 
@@ -32,21 +32,25 @@ CUT_BITS = 10  # a natural cut every ~1,024 entries
 MAX_ENTRIES = 8 * (1 << CUT_BITS)  # forced cuts are rare: P(gap > 8x mean) = e^-8
 _CUT_MASK = (1 << CUT_BITS) - 1
 
-RANGE_SCHEMA = pa.schema([
-    ("path", pa.string()),
-    ("address", pa.string()),
-    ("address_kind", pa.string()),
-    ("size", pa.int64()),
-    ("checksum", pa.string()),
-    ("mtime", pa.timestamp("us", tz="UTC")),
-    ("metadata", pa.string()),
-])
-METARANGE_SCHEMA = pa.schema([
-    ("range_id", pa.string()),
-    ("min_path", pa.string()),
-    ("max_path", pa.string()),
-    ("count", pa.int64()),
-])
+RANGE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("address", pa.string()),
+        ("address_kind", pa.string()),
+        ("size", pa.int64()),
+        ("checksum", pa.string()),
+        ("mtime", pa.timestamp("us", tz="UTC")),
+        ("metadata", pa.string()),
+    ]
+)
+METARANGE_SCHEMA = pa.schema(
+    [
+        ("range_id", pa.string()),
+        ("min_path", pa.string()),
+        ("max_path", pa.string()),
+        ("count", pa.int64()),
+    ]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +81,19 @@ def chunk(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
 def range_id(entries: list[Entry]) -> str:
     h = hashlib.sha256()
     for e in entries:
-        h.update("\x00".join((e.path, e.address, e.address_kind, str(e.size), e.checksum,
-                              as_utc(e.mtime).isoformat(), "\x02" if e.metadata is None else e.metadata)).encode())
+        h.update(
+            "\x00".join(
+                (
+                    e.path,
+                    e.address,
+                    e.address_kind,
+                    str(e.size),
+                    e.checksum,
+                    as_utc(e.mtime).isoformat(),
+                    "\x02" if e.metadata is None else e.metadata,
+                )
+            ).encode()
+        )
         h.update(b"\x01")
     return h.hexdigest()
 
@@ -96,8 +111,15 @@ def verify_range(table: pa.Table, rid: str) -> pa.Table:
     _check_shape(table, RANGE_SCHEMA, what, nullable="metadata")
     last = pc.binary_join_element_wise(pc.fill_null(table["metadata"], "\x02"), "\x01", "")  # ends the entry
     entries = pc.binary_join_element_wise(
-        table["path"], table["address"], table["address_kind"], pc.cast(table["size"], pa.string()),
-        table["checksum"], _isoformat(table["mtime"]), last, "\x00")
+        table["path"],
+        table["address"],
+        table["address_kind"],
+        pc.cast(table["size"], pa.string()),
+        table["checksum"],
+        _isoformat(table["mtime"]),
+        last,
+        "\x00",
+    )
     if _sha256(entries) != rid:
         raise CorruptMetadata(f"{what}: its content does not match its id")
     return table
@@ -128,7 +150,9 @@ def _read_tree_file(storage: Storage, kind: str, key: str) -> pa.Table:
     except ObjectNotFound:
         raise CorruptMetadata(f"{kind} {key} is missing: a tree refers to it") from None
     except pa.ArrowException as exc:
-        raise CorruptMetadata(f"{kind} {key}: its content does not match its id (not Parquet: {first_line(exc, 200)})") from None
+        raise CorruptMetadata(
+            f"{kind} {key}: its content does not match its id (not Parquet: {first_line(exc, 200)})"
+        ) from None
 
 
 def _check_shape(table: pa.Table, schema: pa.Schema, what: str, nullable: str = "") -> None:
@@ -187,10 +211,15 @@ class TreeStore:
             if mid not in self._metaranges:
                 read_metarange(self.storage, mid)  # a commit must not point at a tampered metarange
         else:
-            table = pa.table({
-                "range_id": [r.id for r in ranges], "min_path": [r.min_path for r in ranges],
-                "max_path": [r.max_path for r in ranges], "count": [r.count for r in ranges],
-            }, schema=METARANGE_SCHEMA)
+            table = pa.table(
+                {
+                    "range_id": [r.id for r in ranges],
+                    "min_path": [r.min_path for r in ranges],
+                    "max_path": [r.max_path for r in ranges],
+                    "count": [r.count for r in ranges],
+                },
+                schema=METARANGE_SCHEMA,
+            )
             self.storage.write(key, _to_parquet(table))
         self._metaranges[mid] = ranges
         return mid
@@ -203,8 +232,9 @@ class TreeStore:
     def ranges(self, mid: str) -> list[RangeRef]:
         if mid not in self._metaranges:
             table = read_metarange(self.storage, mid)
-            self._metaranges[mid] = [RangeRef(r["range_id"], r["min_path"], r["max_path"], r["count"])
-                                    for r in table.to_pylist()]
+            self._metaranges[mid] = [
+                RangeRef(r["range_id"], r["min_path"], r["max_path"], r["count"]) for r in table.to_pylist()
+            ]
         return self._metaranges[mid]
 
     def range_entries(self, rid: str) -> list[Entry]:
@@ -307,15 +337,18 @@ def _merge_sorted(entries: list[Entry], edits: list[tuple[str, Entry | None]]) -
 
 
 def _range_table(entries: list[Entry]) -> pa.Table:
-    return pa.table({
-        "path": [e.path for e in entries],
-        "address": [e.address for e in entries],
-        "address_kind": [str(e.address_kind) for e in entries],
-        "size": [e.size for e in entries],
-        "checksum": [e.checksum for e in entries],
-        "mtime": [e.mtime for e in entries],
-        "metadata": [e.metadata for e in entries],
-    }, schema=RANGE_SCHEMA)
+    return pa.table(
+        {
+            "path": [e.path for e in entries],
+            "address": [e.address for e in entries],
+            "address_kind": [str(e.address_kind) for e in entries],
+            "size": [e.size for e in entries],
+            "checksum": [e.checksum for e in entries],
+            "mtime": [e.mtime for e in entries],
+            "metadata": [e.metadata for e in entries],
+        },
+        schema=RANGE_SCHEMA,
+    )
 
 
 def _to_parquet(table: pa.Table) -> bytes:
@@ -326,6 +359,12 @@ def _to_parquet(table: pa.Table) -> bytes:
 
 def _entry(row: dict) -> Entry:
     mtime: datetime = row["mtime"]
-    return Entry(row["path"], row["address"], AddressKind(row["address_kind"]), row["size"], row["checksum"],
-                 mtime if mtime.tzinfo else mtime.replace(tzinfo=timezone.utc), row["metadata"])
-
+    return Entry(
+        row["path"],
+        row["address"],
+        AddressKind(row["address_kind"]),
+        row["size"],
+        row["checksum"],
+        mtime if mtime.tzinfo else mtime.replace(tzinfo=UTC),
+        row["metadata"],
+    )

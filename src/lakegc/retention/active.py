@@ -18,13 +18,13 @@ otherwise).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from datetime import UTC, datetime
 
 from lakegc.retention.rules import KeepAll, KeepCount, PolicyOf
 
-_BEGINNING = datetime.min.replace(tzinfo=timezone.utc)
+_BEGINNING = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +39,9 @@ def dangling_leaves(commits: Mapping[str, CommitNode], heads: Iterable[str]) -> 
     return sorted(c for c in commits if c not in first_parents and c not in head_set)
 
 
-def active_commits(commits: Mapping[str, CommitNode], branches: Mapping[str, str], policy_of: PolicyOf,
-                   tagged: Iterable[str] = ()) -> set[str]:
+def active_commits(
+    commits: Mapping[str, CommitNode], branches: Mapping[str, str], policy_of: PolicyOf, tagged: Iterable[str] = ()
+) -> set[str]:
     """`branches` maps branch name -> HEAD commit id. Returns the ids of the active commits."""
     active: set[str] = set(tagged) & commits.keys()
     walked: dict[str, datetime] = {}  # commit -> lowest threshold its parent edge was judged with
@@ -54,15 +55,15 @@ def active_commits(commits: Mapping[str, CommitNode], branches: Mapping[str, str
             active |= _walk_count(commits, start, policy.count - (branch is None))
             continue
         threshold = _BEGINNING if isinstance(policy, KeepAll) else policy.threshold
-        if branch is None:  # the hypothetical HEAD above the leaf, created when the leaf was
-            if commits[start].created > threshold:
-                active.add(start)
+        if branch is None and commits[start].created > threshold:  # the hypothetical HEAD above the
+            active.add(start)  # leaf, created when the leaf was
         active |= _walk_threshold(commits, start, threshold, walked)
     return active
 
 
-def _walk_threshold(commits: Mapping[str, CommitNode], start: str, threshold: datetime,
-                    walked: dict[str, datetime]) -> set[str]:
+def _walk_threshold(
+    commits: Mapping[str, CommitNode], start: str, threshold: datetime, walked: dict[str, datetime]
+) -> set[str]:
     """Mark parents along the first-parent chain. A commit whose parent edge an earlier walk already
     judged with a threshold as low or lower needs no second look: that walk marked everything this
     one would (a lower threshold keeps more). Pruning at the commit, not at its parent, is what makes
@@ -71,7 +72,7 @@ def _walk_threshold(commits: Mapping[str, CommitNode], start: str, threshold: da
     found: set[str] = set()
     node = start
     while True:
-        if walked.get(node, datetime.max.replace(tzinfo=timezone.utc)) <= threshold:
+        if walked.get(node, datetime.max.replace(tzinfo=UTC)) <= threshold:
             return found
         walked[node] = threshold
         commit = commits[node]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -59,6 +59,7 @@ def parse_rules(text: str | bytes) -> GcRules:
 
 # -- policies -----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class KeepAll:
     """NONE: every commit of the history stays."""
@@ -78,7 +79,7 @@ class KeepCount:
     count: int
 
 
-Policy = Union[KeepAll, KeepSince, KeepCount]
+Policy = KeepAll | KeepSince | KeepCount
 
 
 def parse_policy(text: str, now: datetime) -> Policy:
@@ -98,8 +99,9 @@ def parse_policy(text: str, now: datetime) -> Policy:
     try:
         return KeepSince(parse_date(value))
     except InvalidArgument:
-        raise InvalidArgument(f"invalid cutoff policy {text!r}: use a commit count, a duration (7d), "
-                              "a date (ISO 8601) or NONE") from None
+        raise InvalidArgument(
+            f"invalid cutoff policy {text!r}: use a commit count, a duration (7d), a date (ISO 8601) or NONE"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def parse_cutoff(text: str, now: datetime) -> Cutoff:
 
 
 # A branch name (None for a dangling commit) -> its policy.
-PolicyOf = Callable[[Union[str, None]], Policy]
+PolicyOf = Callable[[str | None], Policy]
 
 
 def policies_from_rules(rules: GcRules | None, now: datetime) -> PolicyOf:
@@ -140,12 +142,14 @@ def _retention(now: datetime, days: int) -> Policy:
 
 def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
     """First matching cutoff wins; branches nothing matches, and dangling commits, get the default."""
+
     def policy_of(branch: str | None) -> Policy:
         if branch is not None:
             for cutoff in cutoffs:
                 if cutoff.pattern.fullmatch(branch):
                     return cutoff.policy
         return default
+
     return policy_of
 
 
@@ -158,8 +162,9 @@ class Policies:
     described: str
 
 
-def resolve_policies(rules: GcRules | None, cutoffs: tuple[str, ...], default_cutoff: str | None,
-                     now: datetime) -> Policies:
+def resolve_policies(
+    rules: GcRules | None, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime
+) -> Policies:
     """Cutoffs given for the run replace the stored rules; otherwise the stored rules apply, and
     with none stored every commit stays."""
     if cutoffs or default_cutoff is not None:
@@ -167,5 +172,7 @@ def resolve_policies(rules: GcRules | None, cutoffs: tuple[str, ...], default_cu
         default = parse_policy(default_cutoff, now) if default_cutoff is not None else KeepAll()
         described = " ".join(f"--cutoff {c}" for c in cutoffs) + f" --default-cutoff {default_cutoff or 'NONE'}"
         return Policies(policies_from_cutoffs(parsed, default), described.strip())
-    return Policies(policies_from_rules(rules, now),
-                    "rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit")
+    return Policies(
+        policies_from_rules(rules, now),
+        "rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit",
+    )

@@ -12,9 +12,21 @@ from lakegc.storage.locations import namespace_key_of, normalize_location, real_
 from lakegc.storage.s3 import S3Settings, S3Storage, split_s3
 
 __all__ = [
-    "DeleteOutcome", "ObjectInfo", "Storage", "LocalStorage", "S3Settings", "S3Storage", "check_key",
-    "namespace_key_of", "normalize_location", "open_storage", "read_location", "read_table", "real_location",
-    "relative_to", "within",
+    "DeleteOutcome",
+    "ObjectInfo",
+    "Storage",
+    "LocalStorage",
+    "S3Settings",
+    "S3Storage",
+    "check_key",
+    "namespace_key_of",
+    "normalize_location",
+    "open_storage",
+    "read_location",
+    "read_table",
+    "real_location",
+    "relative_to",
+    "within",
 ]
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Iterable, Iterator, Protocol
+from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -81,11 +82,16 @@ def check_key(key: str) -> str:
 
 def listing_batch(infos: list[ObjectInfo]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [pa.array([o.key for o in infos], pa.string()), pa.array([o.size for o in infos], pa.int64()),
-         pa.array([o.mtime for o in infos], pa.timestamp("us", tz="UTC"))], schema=OBJECT_COLUMNS)
+        [
+            pa.array([o.key for o in infos], pa.string()),
+            pa.array([o.size for o in infos], pa.int64()),
+            pa.array([o.mtime for o in infos], pa.timestamp("us", tz="UTC")),
+        ],
+        schema=OBJECT_COLUMNS,
+    )
 
 
-def read_table(storage: "Storage", key: str, columns: list[str] | None = None) -> pa.Table:
+def read_table(storage: Storage, key: str, columns: list[str] | None = None) -> pa.Table:
     """A whole Parquet object (a range, a metarange, a run output part), parsed from memory without
     the dataset layer, which costs three times as much per file; GC reads thousands of them."""
     return pq.ParquetFile(pa.BufferReader(storage.read(key))).read(columns=columns)

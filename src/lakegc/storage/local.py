@@ -7,9 +7,10 @@ import hashlib
 import io
 import os
 import stat
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +19,7 @@ from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, PathEscap
 from lakegc.storage.base import LISTING_BATCH, OBJECT_COLUMNS, DeleteOutcome, ObjectInfo, check_key
 
 _TMP_PREFIX = ".lakegc-tmp-"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class LocalStorage:
@@ -56,8 +57,9 @@ class LocalStorage:
             return str(self.root)
         path = self._path(folder)
         if not self.reached_directly(folder):
-            raise PathEscapesNamespace(f"{self.full_uri(folder)} is reached through a symlink: lakegc never lists "
-                                       "or deletes through one")
+            raise PathEscapesNamespace(
+                f"{self.full_uri(folder)} is reached through a symlink: lakegc never lists or deletes through one"
+            )
         return str(path)
 
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]:
@@ -145,7 +147,6 @@ class LocalStorage:
         return ObjectInfo(key, st.st_size, _mtime(st)) if stat.S_ISREG(st.st_mode) else None
 
 
-
 class _Folders:
     """Directory descriptors for deleting, opened component by component with O_NOFOLLOW; the
     last folder stays open, since deletes arrive grouped by folder."""
@@ -156,7 +157,7 @@ class _Folders:
         self.root = root
         self.current: tuple[str, int | None] | None = None
 
-    def __enter__(self) -> "_Folders":
+    def __enter__(self) -> _Folders:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -247,7 +248,13 @@ def _scan(base: str, prefix: str, recursive: bool) -> Iterator[pa.RecordBatch]:
             continue
         if len(keys) >= LISTING_BATCH or (not folders and keys):
             yield pa.RecordBatch.from_arrays(
-                [pa.array(keys, pa.string()), pa.array(sizes, pa.int64()),
-                 pc.cast(pa.array(mtimes, pa.timestamp("ns", tz="UTC")), OBJECT_COLUMNS.field("mtime").type, safe=False)],
-                schema=OBJECT_COLUMNS)
+                [
+                    pa.array(keys, pa.string()),
+                    pa.array(sizes, pa.int64()),
+                    pc.cast(
+                        pa.array(mtimes, pa.timestamp("ns", tz="UTC")), OBJECT_COLUMNS.field("mtime").type, safe=False
+                    ),
+                ],
+                schema=OBJECT_COLUMNS,
+            )
             keys, sizes, mtimes = [], [], []

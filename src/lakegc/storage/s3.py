@@ -17,9 +17,10 @@ import hashlib
 import io
 import os
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timezone
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
+from datetime import UTC
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, first_line
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key, listing_batch
@@ -46,12 +47,16 @@ class S3Settings:
     max_attempts: int = 6
 
     @classmethod
-    def from_env(cls) -> "S3Settings":
+    def from_env(cls) -> S3Settings:
         env = os.environ
-        return cls(endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
-                   region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-                   access_key_id=env.get("AWS_ACCESS_KEY_ID"), secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
-                   session_token=env.get("AWS_SESSION_TOKEN"), max_attempts=int(env.get("AWS_MAX_ATTEMPTS") or 6))
+        return cls(
+            endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            access_key_id=env.get("AWS_ACCESS_KEY_ID"),
+            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=env.get("AWS_SESSION_TOKEN"),
+            max_attempts=int(env.get("AWS_MAX_ATTEMPTS") or 6),
+        )
 
     def __repr__(self) -> str:  # keep secrets out of logs and tracebacks
         return f"S3Settings(endpoint_url={self.endpoint_url!r}, region={self.region!r})"
@@ -61,7 +66,7 @@ _clients: dict[S3Settings, Any] = {}
 _clients_lock = threading.Lock()
 
 
-def s3_client(settings: S3Settings) -> "S3Client":
+def s3_client(settings: S3Settings) -> S3Client:
     """One client per settings and process (clients are thread-safe and slow to build)."""
     with _clients_lock:
         client = _clients.get(settings)
@@ -69,12 +74,22 @@ def s3_client(settings: S3Settings) -> "S3Client":
             import boto3
             from botocore.config import Config
 
-            config = Config(region_name=settings.region, connect_timeout=5, read_timeout=60,
-                            retries={"mode": "standard", "max_attempts": settings.max_attempts},
-                            max_pool_connections=32, s3={"addressing_style": "path"} if settings.endpoint_url else None)
+            config = Config(
+                region_name=settings.region,
+                connect_timeout=5,
+                read_timeout=60,
+                retries={"mode": "standard", "max_attempts": settings.max_attempts},
+                max_pool_connections=32,
+                s3={"addressing_style": "path"} if settings.endpoint_url else None,
+            )
             client = _clients[settings] = boto3.session.Session().client(
-                "s3", endpoint_url=settings.endpoint_url, config=config, aws_access_key_id=settings.access_key_id,
-                aws_secret_access_key=settings.secret_access_key, aws_session_token=settings.session_token)
+                "s3",
+                endpoint_url=settings.endpoint_url,
+                config=config,
+                aws_access_key_id=settings.access_key_id,
+                aws_secret_access_key=settings.secret_access_key,
+                aws_session_token=settings.session_token,
+            )
         return client
 
 
@@ -90,7 +105,8 @@ def describe(exc: Exception) -> str:
 
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
-        return f"{err.get('Code', '?')}: {err.get('Message') or exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode')}"
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return f"{err.get('Code', '?')}: {err.get('Message') or status}"
     return first_line(exc, 1000)
 
 
@@ -105,7 +121,7 @@ class S3Storage:
         self.bucket, prefix = split_s3(uri)
         self.prefix = f"{prefix}/" if prefix else ""
         self.settings = settings or S3Settings.from_env()
-        self._client: "S3Client | None" = None
+        self._client: S3Client | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uri": self.uri, "settings": self.settings}
@@ -114,7 +130,7 @@ class S3Storage:
         self.__init__(state["uri"], state["settings"])  # type: ignore[misc]
 
     @property
-    def client(self) -> "S3Client":
+    def client(self) -> S3Client:
         if self._client is None:
             self._client = s3_client(self.settings)
         return self._client
@@ -124,7 +140,7 @@ class S3Storage:
 
     def _info(self, listed: dict[str, Any]) -> ObjectInfo:
         """An entry of a listing page as an object of this namespace."""
-        return ObjectInfo(listed["Key"][len(self.prefix):], listed["Size"], listed["LastModified"].astimezone(timezone.utc))
+        return ObjectInfo(listed["Key"][len(self.prefix) :], listed["Size"], listed["LastModified"].astimezone(UTC))
 
     def _fail(self, what: str, exc: Exception) -> NamespaceError:
         return NamespaceError(f"namespace {self.uri}: {what} failed: {describe(exc)}")
@@ -151,7 +167,7 @@ class S3Storage:
             for obj in self._addressable(page):
                 yield self._info(obj)
 
-    def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator["pa.RecordBatch"]:
+    def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator[pa.RecordBatch]:
         for page in self._pages(prefix, recursive):
             if found := self._addressable(page):
                 yield listing_batch([self._info(obj) for obj in found])
@@ -168,8 +184,11 @@ class S3Storage:
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         start = len(self.prefix) + len(prefix)
-        names = (p["Prefix"][start:].rstrip("/") for page in self._pages(prefix, False)
-                 for p in page.get("CommonPrefixes", ()))
+        names = (
+            p["Prefix"][start:].rstrip("/")
+            for page in self._pages(prefix, False)
+            for p in page.get("CommonPrefixes", ())
+        )
         return sorted(name for name in names if _valid_key(name))  # `data//` is no folder of ours
 
     def _pages(self, prefix: str, recursive: bool) -> Iterator[dict[str, Any]]:
@@ -212,17 +231,26 @@ class S3Storage:
         try:
             if len(head) < MULTIPART_THRESHOLD:
                 digest = hashlib.md5(head, usedforsecurity=False)
-                self.client.put_object(Bucket=self.bucket, Key=full, Body=head,
-                                       ContentMD5=base64.b64encode(digest.digest()).decode())
+                self.client.put_object(
+                    Bucket=self.bucket, Key=full, Body=head, ContentMD5=base64.b64encode(digest.digest()).decode()
+                )
             else:
                 hashing = _Hashing(head, source)
-                self.client.upload_fileobj(hashing, self.bucket, full, Config=TransferConfig(
-                    multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD, use_threads=False))
+                self.client.upload_fileobj(
+                    hashing,
+                    self.bucket,
+                    full,
+                    Config=TransferConfig(
+                        multipart_threshold=MULTIPART_THRESHOLD,
+                        multipart_chunksize=MULTIPART_THRESHOLD,
+                        use_threads=False,
+                    ),
+                )
                 digest = hashing.digest
             info = self.client.head_object(Bucket=self.bucket, Key=full)
         except (BotoCoreError, ClientError) as exc:
             raise self._fail(f"writing {key}", exc) from None
-        return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(timezone.utc), digest.hexdigest())
+        return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(UTC), digest.hexdigest())
 
     def delete_many(self, keys: Iterable[str]) -> list[DeleteOutcome]:
         """Batched DeleteObjects. A key S3 reports as failed, or a batch that failed whole after the
@@ -247,8 +275,9 @@ class S3Storage:
 
         start = len(self.prefix)
         try:
-            answer = self.client.delete_objects(Bucket=self.bucket, Delete={
-                "Objects": [{"Key": k} for k in full_keys], "Quiet": True})
+            answer = self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in full_keys], "Quiet": True}
+            )
         except (BotoCoreError, ClientError) as exc:
             return [DeleteOutcome(k[start:], False, describe(exc)) for k in full_keys]
         failed = {e["Key"]: f"{e.get('Code', '?')}: {e.get('Message', '')}".strip() for e in answer.get("Errors", ())}
@@ -268,7 +297,7 @@ class S3Storage:
             raise self._fail(f"looking up {key}", exc) from None
         except BotoCoreError as exc:
             raise self._fail(f"looking up {key}", exc) from None
-        return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(timezone.utc))
+        return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(UTC))
 
 
 def _read_up_to(source: BinaryIO, size: int) -> bytes:
@@ -301,7 +330,7 @@ class _Hashing(io.RawIOBase):
         return out
 
     @property
-    def digest(self) -> "hashlib._Hash":
+    def digest(self) -> hashlib._Hash:
         return self._md5
 
 

@@ -17,9 +17,10 @@ keeps what it still references (a dry run's candidates may list those files).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from lakegc.connectors.iceberg.paths import Location, overlap, parse_location, symlink_conflict
 from lakegc.connectors.iceberg.reachable import TableFiles
@@ -35,7 +36,7 @@ class Loaded:
     """A table as this run saw it."""
 
     name: str
-    table: "Table"
+    table: Table
     target: bool  # named on the command line: expired and collected; otherwise it only protects
     catalog: str = ""  # another configured catalog it belongs to; "" for the catalog collected
     expire: set[int] = field(default_factory=set)  # planned, not yet committed
@@ -71,8 +72,13 @@ class Loaded:
     def files_of(self, snapshot_ids: Iterable[int]) -> TableFiles:
         """These snapshots of the table as loaded now (the metadata is kept: an expiry commit later
         replaces `table`, not what this read)."""
-        return TableFiles(dict(self.table.io.properties), self.table.location(), self.table.metadata,
-                          self.table.metadata_location, frozenset(snapshot_ids))
+        return TableFiles(
+            dict(self.table.io.properties),
+            self.table.location(),
+            self.table.metadata,
+            self.table.metadata_location,
+            frozenset(snapshot_ids),
+        )
 
 
 def real_location(location: Location) -> Location:
@@ -93,7 +99,7 @@ def _config():  # type: ignore[no-untyped-def]
         raise LakegcError(f"pyiceberg's configuration cannot be read: {first_line(exc)}") from None
 
 
-def load_catalog(name: str) -> "Catalog":
+def load_catalog(name: str) -> Catalog:
     """The catalog as pyiceberg's own configuration names it (~/.pyiceberg.yaml, PYICEBERG_* env)."""
     from pyiceberg.catalog import load_catalog as pyiceberg_load
 
@@ -104,8 +110,10 @@ def load_catalog(name: str) -> "Catalog":
     except Exception as exc:
         raise LakegcError(f"pyiceberg's configuration cannot be read: {first_line(exc)}") from None
     if not properties:
-        raise LakegcError(f"no iceberg catalog {name!r} in pyiceberg's configuration (.pyiceberg.yaml in "
-                          f"$PYICEBERG_HOME or ~, or PYICEBERG_CATALOG__{name.upper()}__* variables)")
+        raise LakegcError(
+            f"no iceberg catalog {name!r} in pyiceberg's configuration (.pyiceberg.yaml in "
+            f"$PYICEBERG_HOME or ~, or PYICEBERG_CATALOG__{name.upper()}__* variables)"
+        )
     try:
         return pyiceberg_load(name, **properties)
     except Exception as exc:  # pyiceberg raises plain ValueErrors, import and connection errors alike
@@ -123,7 +131,7 @@ def other_catalog_names(collected: str) -> list[str]:
     return sorted(n for n in names if n.lower() != collected.lower())
 
 
-def all_table_names(catalog: "Catalog") -> list[str]:
+def all_table_names(catalog: Catalog) -> list[str]:
     """Every table of every namespace (nested ones too)."""
     names: list[str] = []
     pending: list[tuple[str, ...]] = list(catalog.list_namespaces())
@@ -134,7 +142,7 @@ def all_table_names(catalog: "Catalog") -> list[str]:
     return sorted(set(names))
 
 
-def load_tables(catalog: "Catalog", catalog_name: str, targets: list[str], other: bool = False) -> list[Loaded]:
+def load_tables(catalog: Catalog, catalog_name: str, targets: list[str], other: bool = False) -> list[Loaded]:
     """The named tables, then every other table of the catalog (they protect what they reference).
     `other`: a catalog besides the one collected (its tables are never targets)."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -156,8 +164,10 @@ def load_tables(catalog: "Catalog", catalog_name: str, targets: list[str], other
         try:
             loaded.append(Loaded(name, catalog.load_table(name), False, catalog_name if other else ""))
         except Exception as exc:
-            raise LakegcError(f"table {name!r} of iceberg catalog {catalog_name!r} cannot be loaded, so what it "
-                              f"references is unknown; nothing was collected: {first_line(exc)}") from None
+            raise LakegcError(
+                f"table {name!r} of iceberg catalog {catalog_name!r} cannot be loaded, so what it "
+                f"references is unknown; nothing was collected: {first_line(exc)}"
+            ) from None
     return loaded
 
 
@@ -171,8 +181,10 @@ def other_catalogs_tables(collected: str, own: list[Loaded]) -> tuple[list[Loade
         try:
             tables = load_tables(load_catalog(name), name, [], other=True)
         except LakegcError as exc:
-            raise LakegcError(f"another catalog configured for pyiceberg cannot be read, so what its tables hold "
-                              f"under the locations collected is unknown; nothing was collected: {exc}") from None
+            raise LakegcError(
+                f"another catalog configured for pyiceberg cannot be read, so what its tables hold "
+                f"under the locations collected is unknown; nothing was collected: {exc}"
+            ) from None
         for t in tables:
             if t.state not in seen:
                 seen.add(t.state)
@@ -180,14 +192,14 @@ def other_catalogs_tables(collected: str, own: list[Loaded]) -> tuple[list[Loade
     return found, names
 
 
-def reload_all(catalog: "Catalog", catalog_name: str) -> list[Loaded]:
+def reload_all(catalog: Catalog, catalog_name: str) -> list[Loaded]:
     """Every table of every configured catalog as it is now (none of them a target)."""
     own = load_tables(catalog, catalog_name, [])
     return own + other_catalogs_tables(catalog_name, own)[0]
 
 
 # -- refusals --------------------------------------------------------------------------------------
-def gc_enabled(table: "Table") -> bool:
+def gc_enabled(table: Table) -> bool:
     """`gc.enabled`, true unless set; a value that is no boolean counts as false, as in Iceberg's
     Java library (which only reads "true" as true)."""
     return table.metadata.properties.get("gc.enabled", "true").lower() == "true"
@@ -198,14 +210,18 @@ def check_collectable(tables: list[Loaded]) -> None:
     with one that says so (real locations: a symlink does not hide the overlap)."""
     for t in tables:
         if t.target and not gc_enabled(t.table):
-            raise LakegcError(f"table {t.name!r} has gc.enabled={t.table.metadata.properties['gc.enabled']}: its files "
-                              "may belong to other tables")
+            raise LakegcError(
+                f"table {t.name!r} has gc.enabled={t.table.metadata.properties['gc.enabled']}: its files "
+                "may belong to other tables"
+            )
     for t in tables:
         if not t.target and not gc_enabled(t.table):
             for target in tables:
                 if target.target and overlap(t.real, target.real):
-                    raise LakegcError(f"table {target.name!r} shares its location with {t.label!r}, which has "
-                                      f"gc.enabled={t.table.metadata.properties['gc.enabled']}")
+                    raise LakegcError(
+                        f"table {target.name!r} shares its location with {t.label!r}, which has "
+                        f"gc.enabled={t.table.metadata.properties['gc.enabled']}"
+                    )
 
 
 def check_symlinks(targets: list[Loaded], tables: list[Loaded]) -> None:
@@ -214,9 +230,11 @@ def check_symlinks(targets: list[Loaded], tables: list[Loaded]) -> None:
     for t in targets:
         for o in tables:
             if o.key != t.key and symlink_conflict(t.location, t.real, o.location, o.real):
-                raise LakegcError(f"table {t.label!r} at {t.table.location()} and table {o.label!r} at "
-                                  f"{o.table.location()} overlap through a symlink (real paths {t.real.path} and "
-                                  f"{o.real.path}); nothing was collected")
+                raise LakegcError(
+                    f"table {t.label!r} at {t.table.location()} and table {o.label!r} at "
+                    f"{o.table.location()} overlap through a symlink (real paths {t.real.path} and "
+                    f"{o.real.path}); nothing was collected"
+                )
 
 
 def changed_since(seen: list[Loaded], now: list[Loaded]) -> list[Loaded]:
@@ -224,4 +242,3 @@ def changed_since(seen: list[Loaded], now: list[Loaded]) -> list[Loaded]:
     are now."""
     before = {t.key: t.table.metadata_location for t in seen}
     return [t for t in now if before.get(t.key) != t.table.metadata_location]
-

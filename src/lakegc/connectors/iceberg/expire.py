@@ -32,8 +32,9 @@ class Ref:
     max_snapshot_age_ms: int | None = None
 
 
-def expired_snapshots(snapshots: list[Snap], refs: list[Ref], now_ms: int, older_than_ms: int,
-                      retain_last: int) -> set[int]:
+def expired_snapshots(
+    snapshots: list[Snap], refs: list[Ref], now_ms: int, older_than_ms: int, retain_last: int
+) -> set[int]:
     """Ids of the snapshots to expire: older than `now_ms - older_than_ms` and kept by no ref."""
     by_id = {s.snapshot_id: s for s in snapshots}
     cutoff = now_ms - older_than_ms

@@ -30,17 +30,34 @@ judged after, and never changes, which files are candidates.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakegc.connectors.iceberg.catalogs import (Loaded, changed_since, check_collectable, check_symlinks,
-                                               load_catalog, load_tables, other_catalogs_tables, reload_all)
+from lakegc.connectors.iceberg.catalogs import (
+    Loaded,
+    changed_since,
+    check_collectable,
+    check_symlinks,
+    load_catalog,
+    load_tables,
+    other_catalogs_tables,
+    reload_all,
+)
 from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
-from lakegc.connectors.iceberg.paths import (Location, PrefixMismatch, hidden, key_prefix, listing_plan,
-                                            nested_locations, parse_location, under_any)
+from lakegc.connectors.iceberg.paths import (
+    Location,
+    PrefixMismatch,
+    hidden,
+    key_prefix,
+    listing_plan,
+    nested_locations,
+    parse_location,
+    under_any,
+)
 from lakegc.connectors.iceberg.reachable import reachable_files, snapshot_files
 from lakegc.connectors.protected import connector_protected
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
@@ -80,8 +97,13 @@ class IcebergGcOptions:
     metastore: str | None = None  # the lakegc metastore whose places no table location may hold
 
 
-def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGcOptions,
-                   phase: Phase = no_progress, spark: "SparkSession | None" = None) -> Run:
+def run_iceberg_gc(
+    catalog_name: str,
+    table_names: list[str],
+    options: IcebergGcOptions,
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
     """Expire snapshots of the named tables, then delete their orphan files (see the module).
     Everything that can be wrong with the input fails before anything changes."""
     if options.retain_last < 1:
@@ -106,13 +128,17 @@ def run_iceberg_gc(catalog_name: str, table_names: list[str], options: IcebergGc
         if t.target:
             t.expire = plan_expiry(t.table, now_ms, options)
     cutoff = now - options.orphan_min_age
-    settings = {"catalog": catalog_name, "older than": duration_text(options.older_than.total_seconds()),
-                "retain last": options.retain_last,
-                "orphan min-age": f"{duration_text(options.orphan_min_age.total_seconds())} "
-                                  f"(files modified before {shown_time(cutoff)})",
-                "prefix mismatch": str(options.prefix_mismatch)}
-    started = ConnectorRun.start("iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now,
-                                 cutoff, settings, runs_location)
+    settings = {
+        "catalog": catalog_name,
+        "older than": duration_text(options.older_than.total_seconds()),
+        "retain last": options.retain_last,
+        "orphan min-age": f"{duration_text(options.orphan_min_age.total_seconds())} "
+        f"(files modified before {shown_time(cutoff)})",
+        "prefix mismatch": str(options.prefix_mismatch),
+    }
+    started = ConnectorRun.start(
+        "iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now, cutoff, settings, runs_location
+    )
     run, recorder = started.run, started.recorder
     timed = PhaseTimer(run, phase)
     with recorder.recording(run):
@@ -135,8 +161,11 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
     """Commit the planned expiry of each collected table (a dry run only reports it). What the
     expired snapshots named is kept first (`Loaded.expired`): the commit removes them from the
     metadata, and the mark labels their files `expired`."""
-    timed("expiring snapshots", f"{sum(len(t.expire) for t in tables)} snapshots older than "
-                                f"{duration_text(options.older_than.total_seconds())}")
+    timed(
+        "expiring snapshots",
+        f"{sum(len(t.expire) for t in tables)} snapshots older than "
+        f"{duration_text(options.older_than.total_seconds())}",
+    )
     docs = []
     for t in tables:
         if not t.target:
@@ -152,47 +181,75 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
             gone = before.retained - {s.snapshot_id for s in t.table.metadata.snapshots}
             t.expired = replace(before, retained=gone) if gone else None
             planned = len(gone)
-        docs.append({"table": t.name, "location": t.table.location(), "snapshots expired": planned,
-                     "snapshots kept": len(t.table.metadata.snapshots) - len(t.expire)})
+        docs.append(
+            {
+                "table": t.name,
+                "location": t.table.location(),
+                "snapshots expired": planned,
+                "snapshots kept": len(t.table.metadata.snapshots) - len(t.expire),
+            }
+        )
     run.details["snapshots expired" if not options.dry_run else "snapshots to expire"] = sum(
-        d["snapshots expired"] for d in docs)
+        d["snapshots expired"] for d in docs
+    )
     run.details["tables"] = docs
     run.details["tables protecting their files"] = sum(not t.target for t in tables)
 
 
-def _mark(started: ConnectorRun, spark: "SparkSession", tables: list[Loaded], roots: list["Root"],
-          options: IcebergGcOptions, timed: PhaseTimer) -> None:
+def _mark(
+    started: ConnectorRun,
+    spark: SparkSession,
+    tables: list[Loaded],
+    roots: list[Root],
+    options: IcebergGcOptions,
+    timed: PhaseTimer,
+) -> None:
     """List the collected locations, subtract what any table references, write candidates/."""
     from pyspark.sql import functions as F
 
     run = started.run
     cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
     left_out = sum(len(r.leave_out) for r in roots)
-    timed("listing table locations", ", ".join(r.uri for r in roots)
-          + (f"; {left_out} nested table location(s) left out" if left_out else ""))
-    fields = frozenset(f.name for t in tables if t.target for spec in t.table.metadata.partition_specs
-                       for f in spec.fields)
+    timed(
+        "listing table locations",
+        ", ".join(r.uri for r in roots) + (f"; {left_out} nested table location(s) left out" if left_out else ""),
+    )
+    fields = frozenset(
+        f.name for t in tables if t.target for spec in t.table.metadata.partition_specs for f in spec.fields
+    )
     listing = _list(spark, roots, cutoff, fields).persist()
     old = started.tally_listing(listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
     expired = [t.expired for t in tables if t.expired]
-    unreferenced = judge(located, reachable_files(spark, [t.files() for t in tables]), options.prefix_mismatch,
-                         snapshot_files(spark, expired) if expired else None)
+    unreferenced = judge(
+        located,
+        reachable_files(spark, [t.files() for t in tables]),
+        options.prefix_mismatch,
+        snapshot_files(spark, expired) if expired else None,
+    )
     started.write_candidates(unreferenced.withColumnRenamed("uri", "address"))
     listing.unpersist()
     timed.stop()
     if options.prefix_mismatch is PrefixMismatch.ERROR and run.candidates_by_reason.get(MISMATCH):
-        sample = (started.candidates(spark)
-                  .where(F.col("reason") == MISMATCH).select("address").limit(3).collect())
-        raise LakegcError(f"prefix mismatch: {run.candidates_by_reason[MISMATCH]} file(s) such as "
-                          f"{sample[0]['address']} are referenced under another scheme or authority; nothing was "
-                          "deleted (choose --prefix-mismatch ignore or delete)")
+        sample = started.candidates(spark).where(F.col("reason") == MISMATCH).select("address").limit(3).collect()
+        raise LakegcError(
+            f"prefix mismatch: {run.candidates_by_reason[MISMATCH]} file(s) such as "
+            f"{sample[0]['address']} are referenced under another scheme or authority; nothing was "
+            "deleted (choose --prefix-mismatch ignore or delete)"
+        )
     started.recorder.transition(run, RunState.MARKED)
 
 
-def _sweep(started: ConnectorRun, spark: "SparkSession", catalog: "Catalog", catalog_name: str,
-           tables: list[Loaded], roots: list["Root"], timed: PhaseTimer) -> None:
+def _sweep(
+    started: ConnectorRun,
+    spark: SparkSession,
+    catalog: Catalog,
+    catalog_name: str,
+    tables: list[Loaded],
+    roots: list[Root],
+    timed: PhaseTimer,
+) -> None:
     """Re-read the catalogs, keep what a table changed since the mark now references and what now
     lies under a table nested in a collected location (one created since the mark), delete the rest."""
     run, folder = started.run, started.folder
@@ -202,8 +259,10 @@ def _sweep(started: ConnectorRun, spark: "SparkSession", catalog: "Catalog", cat
     now = reload_all(catalog, catalog_name)
     others = [t for t in now if t.key not in {g.key for g in targets}]
     check_symlinks(targets, others)
-    nested = {root.base: tuple(key_prefix(root.real, n) for n in nested_locations(root.real, [o.real for o in others]))
-              for root in roots}
+    nested = {
+        root.base: tuple(key_prefix(root.real, n) for n in nested_locations(root.real, [o.real for o in others]))
+        for root in roots
+    }
     if any(nested.values()):
         run.details["nested table locations left out"] = sum(len(prefixes) for prefixes in nested.values())
         candidates = candidates.mapInArrow(_outside(nested), CANDIDATES_DDL)
@@ -211,8 +270,11 @@ def _sweep(started: ConnectorRun, spark: "SparkSession", catalog: "Catalog", cat
     if changed:
         run.details["tables changed during the run"] = ", ".join(sorted(t.label for t in changed))
         now_referenced = reachable_files(spark, [t.files() for t in changed]).select("path")
-        candidates = (candidates.mapInArrow(_with_path, CANDIDATES_DDL + ", path string")
-                      .join(now_referenced, "path", "left_anti").drop("path"))
+        candidates = (
+            candidates.mapInArrow(_with_path, CANDIDATES_DDL + ", path string")
+            .join(now_referenced, "path", "left_anti")
+            .drop("path")
+        )
     write_parquet(candidates, folder.storage, folder.key("to_delete"))
     timed("deleting orphan files")
     started.record_deletes(_delete(spark, roots, started.read(spark, "to_delete")))
@@ -220,17 +282,25 @@ def _sweep(started: ConnectorRun, spark: "SparkSession", catalog: "Catalog", cat
 
 
 # -- expiry ----------------------------------------------------------------------------------------
-def plan_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> set[int]:
+def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> set[int]:
     from pyiceberg.table.refs import SnapshotRefType
 
     md = table.metadata
     snaps = [Snap(s.snapshot_id, s.parent_snapshot_id, s.timestamp_ms) for s in md.snapshots]
-    refs = [Ref(name, r.snapshot_id, r.snapshot_ref_type == SnapshotRefType.BRANCH, r.min_snapshots_to_keep,
-                r.max_snapshot_age_ms) for name, r in md.refs.items()]
+    refs = [
+        Ref(
+            name,
+            r.snapshot_id,
+            r.snapshot_ref_type == SnapshotRefType.BRANCH,
+            r.min_snapshots_to_keep,
+            r.max_snapshot_age_ms,
+        )
+        for name, r in md.refs.items()
+    ]
     return expired_snapshots(snaps, refs, now_ms, int(options.older_than.total_seconds() * 1000), options.retain_last)
 
 
-def commit_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> "Table":
+def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Table:
     """Remove the planned snapshots in one commit that asserts the refs are still those the plan
     saw: a ref moved, removed or created meanwhile fails the commit, and the plan is made again
     from the table as it then is."""
@@ -245,16 +315,20 @@ def commit_expiry(table: "Table", now_ms: int, options: IcebergGcOptions) -> "Ta
         if not expire:
             return table
         refs = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()}
-        requirements = (AssertTableUUID(uuid=table.metadata.table_uuid),
-                        *(AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in refs.items()),
-                        *(() if isinstance(table.catalog, RestCatalog) else (AssertRefsUnchanged(refs=refs),)))
+        requirements = (
+            AssertTableUUID(uuid=table.metadata.table_uuid),
+            *(AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in refs.items()),
+            *(() if isinstance(table.catalog, RestCatalog) else (AssertRefsUnchanged(refs=refs),)),
+        )
         try:
             table.catalog.commit_table(table, requirements, (RemoveSnapshotsUpdate(snapshot_ids=sorted(expire)),))
             return table.catalog.load_table(table.name())
         except CommitFailedException:
             if attempt == _COMMIT_ATTEMPTS - 1:
-                raise LakegcError(f"table {'.'.join(table.name())}: expiring snapshots kept losing to concurrent "
-                                  "commits; nothing was deleted") from None
+                raise LakegcError(
+                    f"table {'.'.join(table.name())}: expiring snapshots kept losing to concurrent "
+                    "commits; nothing was deleted"
+                ) from None
             table = table.catalog.load_table(table.name())
     return table
 
@@ -278,7 +352,7 @@ class Root:
         return f"{self.location.scheme}://{self.location.authority}{self.location.path.rstrip('/')}/"
 
 
-def _catalog_databases(catalog: "Catalog") -> tuple[str, ...]:
+def _catalog_databases(catalog: Catalog) -> tuple[str, ...]:
     """The database URL of a SQL catalog (its SQLite file must not be cleaned as an orphan)."""
     uri = getattr(catalog, "properties", {}).get("uri", "")
     return (uri,) if uri.startswith("sqlite") else ()
@@ -294,8 +368,9 @@ def listing_roots(tables: list[Loaded]) -> list[Root]:
         uri = next(t.table.location().rstrip("/") for t in targets if t.real == real)
         location = parse_location(uri)
         names = tuple(sorted(f"{o.label}: {o.table.location()}" for o in others if o.real in nested))
-        roots.append(Root(uri, location, _storage_at(uri, location), real,
-                          tuple(key_prefix(real, n) for n in nested), names))
+        roots.append(
+            Root(uri, location, _storage_at(uri, location), real, tuple(key_prefix(real, n) for n in nested), names)
+        )
     return roots
 
 
@@ -316,14 +391,17 @@ def _storage_at(uri: str, location: Location) -> Storage:
     raise LakegcError(f"table location {uri}: lakegc collects local (file://) and s3:// locations only")
 
 
-def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: frozenset[str]) -> "DataFrame":
+def _list(spark: SparkSession, roots: list[Root], cutoff: datetime, fields: frozenset[str]) -> DataFrame:
     """The files under the roots (LISTING_DDL, `slice` = the root's index), hidden paths left out."""
     frames = []
     for index, root in enumerate(roots):
         if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
             continue  # a table that never wrote a file
-        frames.append(list_folders(spark, root.storage, location_folders(root.storage, str(index), leave_out=root.leave_out),
-                                   cutoff))
+        frames.append(
+            list_folders(
+                spark, root.storage, location_folders(root.storage, str(index), leave_out=root.leave_out), cutoff
+            )
+        )
     if not frames:
         return spark.createDataFrame([], ddl(LISTING))
     listing = frames[0]
@@ -335,8 +413,9 @@ def _list(spark: "SparkSession", roots: list[Root], cutoff: datetime, fields: fr
     def visible(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             keys, slices = batch.column("address").to_pylist(), batch.column("slice").to_pylist()
-            yield batch.filter(pa.array([not hidden(k, fields) and not under_any(k, leave_out[int(i)])
-                                         for k, i in zip(keys, slices)]))
+            yield batch.filter(
+                pa.array([not hidden(k, fields) and not under_any(k, leave_out[int(i)]) for k, i in zip(keys, slices)])
+            )
 
     return listing.mapInArrow(visible, ddl(LISTING))
 
@@ -347,20 +426,30 @@ def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
 
     def locate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            uris = [bases[int(i)] + key for key, i in zip(batch.column("address").to_pylist(),
-                                                         batch.column("slice").to_pylist())]
+            uris = [
+                bases[int(i)] + key
+                for key, i in zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
+            ]
             parsed = [parse_location(u) for u in uris]
             yield pa.RecordBatch.from_arrays(
-                [pa.array(uris), batch.column("address"), pa.array([p.path for p in parsed]),
-                 pa.array([p.scheme for p in parsed]), pa.array([p.authority for p in parsed]),
-                 batch.column("size"), batch.column("mtime")],
-                names=["uri", "key", "path", "scheme", "authority", "size", "mtime"])
+                [
+                    pa.array(uris),
+                    batch.column("address"),
+                    pa.array([p.path for p in parsed]),
+                    pa.array([p.scheme for p in parsed]),
+                    pa.array([p.authority for p in parsed]),
+                    batch.column("size"),
+                    batch.column("mtime"),
+                ],
+                names=["uri", "key", "path", "scheme", "authority", "size", "mtime"],
+            )
 
     return locate
 
 
-def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch,
-          expired: "DataFrame | None" = None) -> "DataFrame":
+def judge(
+    located: DataFrame, reachable: DataFrame, mode: PrefixMismatch, expired: DataFrame | None = None
+) -> DataFrame:
     """The located files nothing references (uri, size, mtime, reason): `orphan`, or `prefix
     mismatch` when a reference names the same path under another scheme or authority (left out
     with IGNORE; the caller refuses to go on with ERROR). An orphan that `expired` (REACHABLE_DDL
@@ -369,10 +458,14 @@ def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch,
     from pyspark.sql import functions as F
 
     refs = reachable.select("path", F.col("scheme").alias("r_scheme"), F.col("authority").alias("r_authority"))
-    per_file = (located.join(refs, "path", "left")
-                .groupBy("uri", "size", "mtime", "path", "scheme", "authority")  # the last three follow from uri
-                .agg(F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("referenced"),
-                     F.max(F.col("r_scheme").isNotNull()).alias("path_named")))
+    per_file = (
+        located.join(refs, "path", "left")
+        .groupBy("uri", "size", "mtime", "path", "scheme", "authority")  # the last three follow from uri
+        .agg(
+            F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("referenced"),
+            F.max(F.col("r_scheme").isNotNull()).alias("path_named"),
+        )
+    )
     unreferenced = per_file.where(~F.col("referenced"))
     if mode is PrefixMismatch.IGNORE:
         unreferenced = unreferenced.where(~F.col("path_named"))
@@ -380,31 +473,35 @@ def judge(located: "DataFrame", reachable: "DataFrame", mode: PrefixMismatch,
     if expired is not None:
         unreferenced = _expired_named(unreferenced, expired)
         orphan = F.when(F.col("expired_named"), F.lit(EXPIRED)).otherwise(orphan)
-    return unreferenced.select("uri", "size", "mtime", F.when(F.col("path_named"), F.lit(MISMATCH)).otherwise(orphan)
-                               .alias("reason"))
+    return unreferenced.select(
+        "uri", "size", "mtime", F.when(F.col("path_named"), F.lit(MISMATCH)).otherwise(orphan).alias("reason")
+    )
 
 
-def _same_prefix() -> "Column":
+def _same_prefix() -> Column:
     """A reference (r_scheme, r_authority) names a located file (scheme, authority) of its path
     when what it spells out matches: Iceberg's rule, what the metadata leaves out matches anything."""
     from pyspark.sql import functions as F
 
-    return (((F.col("r_scheme") == "") | (F.col("r_scheme") == F.col("scheme")))
-            & ((F.col("r_authority") == "") | (F.col("r_authority") == F.col("authority"))))
+    return ((F.col("r_scheme") == "") | (F.col("r_scheme") == F.col("scheme"))) & (
+        (F.col("r_authority") == "") | (F.col("r_authority") == F.col("authority"))
+    )
 
 
-def _expired_named(unreferenced: "DataFrame", expired: "DataFrame") -> "DataFrame":
+def _expired_named(unreferenced: DataFrame, expired: DataFrame) -> DataFrame:
     """The unreferenced files, each once, with `expired_named`: whether an expired snapshot's file
     list names it (a left join: no file is added or dropped)."""
     from pyspark.sql import functions as F
 
     refs = expired.select("path", F.col("scheme").alias("r_scheme"), F.col("authority").alias("r_authority"))
-    return (unreferenced.join(refs, "path", "left")
-            .groupBy("uri", "size", "mtime", "path", "scheme", "authority", "path_named")
-            .agg(F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("expired_named")))
+    return (
+        unreferenced.join(refs, "path", "left")
+        .groupBy("uri", "size", "mtime", "path", "scheme", "authority", "path_named")
+        .agg(F.max(F.coalesce(_same_prefix(), F.lit(False))).alias("expired_named"))
+    )
 
 
-def _delete(spark: "SparkSession", roots: list[Root], to_delete: "DataFrame") -> "DataFrame":
+def _delete(spark: SparkSession, roots: list[Root], to_delete: DataFrame) -> DataFrame:
     """Delete each candidate through the storage of the root it lies under (RESULT_DDL rows with
     full URIs)."""
     from pyspark.sql import functions as F
@@ -426,7 +523,9 @@ def _with_path(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Candidate rows with the normalised path of their address, to join against references."""
     for batch in batches:
         paths = [parse_location(uri).path for uri in batch.column("address").to_pylist()]
-        yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(paths, pa.string())], names=[*batch.schema.names, "path"])
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(paths, pa.string())], names=[*batch.schema.names, "path"]
+        )
 
 
 def _outside(nested: dict[str, tuple[str, ...]]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -439,7 +538,7 @@ def _outside(nested: dict[str, tuple[str, ...]]) -> Callable[[Iterator[pa.Record
             keep = []
             for address in batch.column("address").to_pylist():
                 base = next((b for b in bases if address.startswith(b)), None)
-                keep.append(base is None or not under_any(address[len(base):], nested[base]))
+                keep.append(base is None or not under_any(address[len(base) :], nested[base]))
             yield batch.filter(pa.array(keep, pa.bool_()))
 
     return outside

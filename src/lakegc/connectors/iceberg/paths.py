@@ -6,7 +6,8 @@ Metadata may spell a location differently from the store's listing: `s3a://` or 
 path; the scheme (after s3a/s3n -> s3) and the authority must then agree, or the metadata side must
 leave them out. Paths are compared as written, never URL-decoded: FileIO stores a file under the
 path its metadata spells, so a partition value pyiceberg escapes (`ts=10%3A00`) is a literal `%3A`
-in the store, and decoding either side would part a file from its reference. A path that matches with a different scheme or authority is a *prefix mismatch*:
+in the store, and decoding either side would part a file from its reference. A path that matches
+with a different scheme or authority is a *prefix mismatch*:
 it may be the same file reached another way, or another file; `PrefixMismatch` says what to do.
 """
 
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Iterable
 
 EQUAL_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 
@@ -33,11 +34,12 @@ class Location:
     authority: str
     path: str
 
-    def same_prefix(self, referenced: "Location") -> bool:
+    def same_prefix(self, referenced: Location) -> bool:
         """Whether a listed file (self) is the file `referenced` names, given their paths agree;
         what the metadata leaves out matches anything."""
-        return ((not referenced.scheme or referenced.scheme == self.scheme)
-                and (not referenced.authority or referenced.authority == self.authority))
+        return (not referenced.scheme or referenced.scheme == self.scheme) and (
+            not referenced.authority or referenced.authority == self.authority
+        )
 
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/]*))?(.*)", re.DOTALL)
@@ -75,8 +77,9 @@ def hidden(key: str, partition_fields: frozenset[str]) -> bool:
     *folders, name = key.split("/")
     if name[:1] in ("_", "."):
         return True
-    return any(part[:1] in ("_", ".") and not ("=" in part and part.split("=", 1)[0] in partition_fields)
-               for part in folders)
+    return any(
+        part[:1] in ("_", ".") and not ("=" in part and part.split("=", 1)[0] in partition_fields) for part in folders
+    )
 
 
 # -- tables inside tables --------------------------------------------------------------------------
@@ -84,6 +87,7 @@ def hidden(key: str, partition_fields: frozenset[str]) -> bool:
 # siblings): the other table's files, orphans included, are its own business, never the holder's.
 # Locations here are *real* ones (symlinks resolved, `real_location`), so a nested table is found
 # however its location is spelled.
+
 
 def relation(a: Location, b: Location) -> str:
     """How `a` stands to `b`: "same", "inside" (a lies under b), "holds" (b lies under a) or "apart"."""
@@ -102,7 +106,7 @@ def nested_locations(root: Location, others: Iterable[Location]) -> list[Locatio
 
 def key_prefix(root: Location, nested: Location) -> str:
     """The key prefix (`b/c/`) of a location nested under `root`, as a listing of `root` spells keys."""
-    return nested.path[len(root.path.rstrip("/")) + 1:] + "/"
+    return nested.path[len(root.path.rstrip("/")) + 1 :] + "/"
 
 
 def under_any(key: str, prefixes: Iterable[str]) -> bool:

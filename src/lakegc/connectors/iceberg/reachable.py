@@ -15,8 +15,9 @@ snapshot ever named), for the candidates' reason only, never for what is deleted
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REACHABLE_DDL = "uri string, path string, scheme string, authority string"
-MANIFESTS_DDL = ("io long, manifest_path string, manifest_length long, partition_spec_id long, content long, "
-                 "sequence_number long, min_sequence_number long, added_snapshot_id long")
+MANIFESTS_DDL = (
+    "io long, manifest_path string, manifest_length long, partition_spec_id long, content long, "
+    "sequence_number long, min_sequence_number long, added_snapshot_id long"
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class TableFiles:
 
     io_properties: dict[str, str]
     location: str
-    metadata: "TableMetadata"
+    metadata: TableMetadata
     metadata_location: str
     retained: frozenset[int]
 
@@ -48,8 +51,11 @@ def named_by_metadata(t: TableFiles) -> list[str]:
     """Files the table metadata names itself (pure): metadata files, the version hint, statistics,
     and the retained snapshots' manifest lists."""
     md = t.metadata
-    files = [t.metadata_location, *(entry.metadata_file for entry in md.metadata_log),
-             posixpath.join(posixpath.dirname(t.metadata_location), "version-hint.text")]
+    files = [
+        t.metadata_location,
+        *(entry.metadata_file for entry in md.metadata_log),
+        posixpath.join(posixpath.dirname(t.metadata_location), "version-hint.text"),
+    ]
     files += [s.statistics_path for s in md.statistics]
     files += [s.statistics_path for s in md.partition_statistics]
     files += [s.manifest_list for s in md.snapshots if s.snapshot_id in t.retained and s.manifest_list]
@@ -69,27 +75,37 @@ def named_by_snapshots(t: TableFiles) -> list[str]:
 
 def location_rows(uris: list[str]) -> pa.RecordBatch:
     parsed = [parse_location(uri) for uri in uris]
-    return pa.RecordBatch.from_pydict({"uri": uris, "path": [p.path for p in parsed],
-                                       "scheme": [p.scheme for p in parsed], "authority": [p.authority for p in parsed]})
+    return pa.RecordBatch.from_pydict(
+        {
+            "uri": uris,
+            "path": [p.path for p in parsed],
+            "scheme": [p.scheme for p in parsed],
+            "authority": [p.authority for p in parsed],
+        }
+    )
 
 
-def reachable_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFrame":
+def reachable_files(spark: SparkSession, tables: list[TableFiles]) -> DataFrame:
     """Every file the tables' retained state needs (REACHABLE_DDL rows, distinct)."""
     return _files(spark, tables, [uri for t in tables for uri in named_by_metadata(t)])
 
 
-def snapshot_files(spark: "SparkSession", tables: list[TableFiles]) -> "DataFrame":
+def snapshot_files(spark: SparkSession, tables: list[TableFiles]) -> DataFrame:
     """Every file the counted snapshots of the tables name, metadata files aside (REACHABLE_DDL
     rows, distinct): manifest lists, statistics, manifests and the files of their live entries."""
     return _files(spark, tables, [uri for t in tables for uri in named_by_snapshots(t)])
 
 
-def _files(spark: "SparkSession", tables: list[TableFiles], named_uris: list[str]) -> "DataFrame":
+def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str]) -> DataFrame:
     """`named_uris` (named on the driver), and the manifests and live files of the counted
     snapshots' manifest lists, read on the executors."""
     settings = [(t.io_properties, t.location) for t in tables]
-    lists = [(i, s.manifest_list) for i, t in enumerate(tables) for s in t.metadata.snapshots
-             if s.snapshot_id in t.retained and s.manifest_list]
+    lists = [
+        (i, s.manifest_list)
+        for i, t in enumerate(tables)
+        for s in t.metadata.snapshots
+        if s.snapshot_id in t.retained and s.manifest_list
+    ]
     parallelism = spark.sparkContext.defaultParallelism
 
     def read_lists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -100,11 +116,21 @@ def _files(spark: "SparkSession", tables: list[TableFiles], named_uris: list[str
             for row in batch.to_pylist():
                 found = list(read_manifest_list(ios[row["io"]].new_input(row["manifest_list"])))
                 if found:
-                    yield pa.RecordBatch.from_pylist([{
-                        "io": row["io"], "manifest_path": m.manifest_path, "manifest_length": m.manifest_length,
-                        "partition_spec_id": m.partition_spec_id, "content": int(m.content),
-                        "sequence_number": m.sequence_number, "min_sequence_number": m.min_sequence_number,
-                        "added_snapshot_id": m.added_snapshot_id} for m in found])
+                    yield pa.RecordBatch.from_pylist(
+                        [
+                            {
+                                "io": row["io"],
+                                "manifest_path": m.manifest_path,
+                                "manifest_length": m.manifest_length,
+                                "partition_spec_id": m.partition_spec_id,
+                                "content": int(m.content),
+                                "sequence_number": m.sequence_number,
+                                "min_sequence_number": m.min_sequence_number,
+                                "added_snapshot_id": m.added_snapshot_id,
+                            }
+                            for m in found
+                        ]
+                    )
 
     def read_manifests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyiceberg.manifest import ManifestContent, ManifestFile
@@ -123,10 +149,14 @@ def _files(spark: "SparkSession", tables: list[TableFiles], named_uris: list[str
     list_df = spark.createDataFrame(lists or [(0, "")], "io long, manifest_list string")
     if not lists:
         list_df = list_df.limit(0)
-    manifests = (list_df.repartition(max(1, min(len(lists), parallelism * 4))).mapInArrow(read_lists, MANIFESTS_DDL)
-                 .dropDuplicates(["manifest_path"]))  # manifest lists are small: read again for each use
+    manifests = (
+        list_df.repartition(max(1, min(len(lists), parallelism * 4)))
+        .mapInArrow(read_lists, MANIFESTS_DDL)
+        .dropDuplicates(["manifest_path"])
+    )  # manifest lists are small: read again for each use
     manifest_files = manifests.select("manifest_path").mapInArrow(
-        lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL)
+        lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL
+    )
     data_files = manifests.repartition(parallelism * 4).mapInArrow(read_manifests, REACHABLE_DDL)
     return small.unionByName(manifest_files).unionByName(data_files).distinct()
 
