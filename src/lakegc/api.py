@@ -95,7 +95,7 @@ def gc(
     replace the stored rules for this run; `clean` ignores earlier runs; `inventory` lists the
     namespace from an S3 Inventory manifest. Returns the run's record, also when nothing was
     deleted; a failed run raises (its record says `failed` and why)."""
-    from lakegc.gc.job import GcOptions, run_gc
+    from lakegc.repogc.job import GcOptions, run_gc
 
     settings = load_settings()
     options = GcOptions(
@@ -124,7 +124,7 @@ def sweep(
 ) -> Run:
     """Delete the candidates of a run marked with `mark_only`, re-checking each first. `run_id` may
     be a prefix only that run's id has."""
-    from lakegc.gc.job import sweep_run
+    from lakegc.repogc.job import sweep_run
 
     settings = load_settings()
     return sweep_run(
@@ -167,20 +167,20 @@ def candidates(
     repository: str, run_id: str, *, metastore: Metastore = None, limit: int | None = None
 ) -> Iterator[Candidate]:
     """The candidates a repository run marked, streamed from its folder (never all in memory)."""
-    from lakegc.gc.outputs import run_folder
+    from lakegc.repogc.outputs import run_folder
 
+    _check_limit(limit)
     lake = open_lake(metastore)
     found = run(repository, run_id, metastore=lake)  # here, not when the first candidate is asked for
     return _candidates(run_folder(lake.repository(repository).storage, found.run_id), limit)
 
 
-def _candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
+def _check_limit(limit: int | None) -> None:
     if limit is not None and limit < 1:
         raise InvalidArgument("limit must be at least 1")
-    return _stream_candidates(folder, limit)
 
 
-def _stream_candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
+def _candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
     shown = 0
     for key in folder.parts("candidates"):
         with folder.storage.open_read(key) as f:
@@ -320,5 +320,6 @@ def connector_folder(kind: str, run_id: str, *, runs_location: str | None = None
 def connector_candidates(
     kind: str, run_id: str, *, runs_location: str | None = None, limit: int | None = None
 ) -> Iterator[Candidate]:
+    _check_limit(limit)
     log = _connector_log(kind, runs_location)
     return _candidates(log.folder(log.resolve(run_id)), limit)

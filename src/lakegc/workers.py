@@ -20,7 +20,7 @@ import pyarrow.parquet  # noqa: F401
 import pyspark.worker  # noqa: F401
 from pyspark import daemon
 
-import lakegc.gc.job  # noqa: F401  the GC pipeline, whose functions the tasks run
+import lakegc.repogc.job  # noqa: F401  the GC pipeline, whose functions the tasks run
 
 if __name__ == "__main__":
     gc.collect()

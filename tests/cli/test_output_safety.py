@@ -23,9 +23,9 @@ from conftest import PROGRESS, CliResult, Env, age_objects, one_error
 
 from lakegc.engine.runs import MetastoreRunLog, Recorder, Run, RunState
 from lakegc.failures import cause, describe
-from lakegc.gc.outputs import run_folder
 from lakegc.metastore import sql_url
 from lakegc.redact import mask_secrets, printable
+from lakegc.repogc.outputs import run_folder
 from lakegc.storage import open_storage
 from lakegc.timeutil import utcnow
 

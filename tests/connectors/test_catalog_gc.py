@@ -205,6 +205,23 @@ def test_every_row_and_object_combination_dry_run_then_collect(world: World, cli
 
     again = cli(*args).json()  # one run left the store as it should be
     assert (again["num_candidates"], again["details"]["catalog rows deleted"]) == (0, 0)
+    assert_the_runs_are_recorded_like_repository_runs(cli, world.runs, [again, run, dry], reasons)
+
+
+def assert_the_runs_are_recorded_like_repository_runs(cli: Cli, runs: Path, made: list[dict], reasons: dict) -> None:
+    """`catalog runs|show|candidates`: the same record the runs printed, newest first, a unique id
+    prefix selects a run, and another connector's runs command does not list them."""
+    where = ("--runs", str(runs))
+    listed = cli("catalog", "runs", *where, "--json").json()
+    assert [r["run_id"] for r in listed] == [r["run_id"] for r in made]
+    assert listed == made
+    assert all(r["kind"] == r["connector"] == "catalog" for r in listed)
+    shown = cli("catalog", "show", made[1]["run_id"][:-3], *where, "--json").json()  # a prefix only it has
+    assert shown == made[1]
+    marked = cli("catalog", "candidates", made[2]["run_id"], *where, "--json").json()
+    assert {c["address"]: c["reason"] for c in marked} == reasons
+    assert cli("iceberg", "runs", *where, "--json").json() == []
+    assert "report.html" in cli("catalog", "show", made[0]["run_id"], *where, "--html").stdout
 
 
 SPELLINGS = (

@@ -351,7 +351,7 @@ def test_every_deleted_path_was_a_candidate_under_the_namespace(tmp_path_factory
     import pyarrow.parquet as pq
     from conftest import make_cli
 
-    from lakegc.gc.outputs import output_keys
+    from lakegc.repogc.outputs import output_keys
 
     root = tmp_path_factory.mktemp("prop")
     env = Env(root / "home", f"sqlite:///{root / 'home' / 'lakegc.db'}", root)

@@ -12,8 +12,8 @@ from lakegc.engine.ages import BUCKETS_DAYS, NO_SLICE, bucket_label
 from lakegc.engine.arrowio import sum_tallies
 from lakegc.engine.report import _position, render_report
 from lakegc.engine.runs import Run, RunState
-from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.repo.slices import SLICE_EPOCH_END
+from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 
 
 def summary(**changes) -> Run:

@@ -31,6 +31,10 @@ from support.loopback import free_port
 from lakegc.submit import SCRIPT
 from lakegc.timeutil import utcnow
 
+# A standalone cluster (a master and two workers) takes a minute and a half to start: every test here
+# runs in the CI's second step (./dev test), with the other slow cases.
+pytestmark = pytest.mark.slow
+
 REPO = "lakegc://repo"
 RULES = {
     "default_retention_days": 7,

@@ -106,6 +106,7 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
     }  # a space: every JVM option naming it is quoted
 
 
+@pytest.mark.slow  # several JVMs started and stopped: the CI runs it in its second step (./dev test)
 def test_the_first_gc_run_leaves_the_archive_the_next_one_uses(demo_env: dict[str, str], tmp_path: Path):
     def gc_run(*args: str) -> dict:
         proc = subprocess.run(

@@ -86,6 +86,7 @@ def test_tiny_lake_is_the_demo_size_and_below_every_s1():
     assert Scenario.s1(1e-9).objects > tiny.objects
 
 
+@pytest.mark.slow  # two minutes of subprocesses: the CI runs it in its second step (./dev test)
 def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     """Every contender ran and passed its deletion check (the run fails otherwise), and every figure is there."""
     figures, stderr = run_benchmark(tmp_path)

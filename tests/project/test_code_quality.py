@@ -30,7 +30,7 @@ LAYERS = {
     "retention": {"errors", "timeutil"},
     "engine": {"errors", "failures", "metastore", "redact", "settings", "storage", "timeutil"},
     "repo": {"engine.guard", "errors", "metastore", "retention", "settings", "storage", "timeutil", "uri"},
-    "gc": {"engine", "errors", "failures", "metastore", "repo", "retention", "storage", "timeutil"},
+    "repogc": {"engine", "errors", "failures", "metastore", "repo", "retention", "storage", "timeutil"},
     "connectors": {"engine", "errors", "failures", "metastore", "redact", "repo", "settings", "storage", "timeutil"},
 }
 
@@ -66,7 +66,7 @@ def test_gc_does_not_query_the_repositorys_tables():
     only its own tables (the lease, the run log)."""
     offenders = {
         f"{path.relative_to(ROOT)}: {table}"
-        for path in sorted((PACKAGE / "gc").rglob("*.py"))
+        for path in sorted((PACKAGE / "repogc").rglob("*.py"))
         for table in re.findall(r"\bt\.(\w+)\b", path.read_text())
         if table not in GC_TABLES
     }

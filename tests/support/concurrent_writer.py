@@ -259,7 +259,7 @@ def ops(args: argparse.Namespace) -> dict:
 
 
 def lease(args: argparse.Namespace) -> dict:
-    from lakegc.gc.lease import Lease, LeaseHeld
+    from lakegc.repogc.lease import Lease, LeaseHeld
 
     lake = Lake(args.metastore)
     lake.metastore.ensure_schema()

@@ -1,5 +1,5 @@
 """A reference model of lakegc's garbage collection, written from the spec (docs/design.md,
-"What is live"), not from the code: it imports nothing from `lakegc.gc`.
+"What is live"), not from the code: it imports nothing from `lakegc.repogc`.
 
 It is deliberately brute force. Where the planner prunes walks that an earlier walk already covered,
 the model walks the whole first-parent chain from every starting point and takes the union, so it is

@@ -175,7 +175,7 @@ def show(
     html: bool = typer.Option(False, "--html", help="Print where the run's report.html is, to open in a browser."),
 ) -> None:
     """One run's summary."""
-    from lakegc.gc.outputs import run_folder
+    from lakegc.repogc.outputs import run_folder
 
     name = _repo_uri(uri)
     found = api.run(name, run_id, metastore=state(ctx).lake)

@@ -65,7 +65,7 @@ def progress(title: str, *, as_json: bool = False) -> Iterator[Phase]:
         stop = threading.Event()
 
         def watch() -> None:
-            last_log = time.monotonic()
+            last_log = float("-inf")  # in a log: the first count as soon as Spark has one, then every few seconds
             while not stop.wait(_POLL_SECONDS):
                 tasks = _spark_tasks()
                 if not current or tasks is None:
@@ -78,8 +78,10 @@ def progress(title: str, *, as_json: bool = False) -> Iterator[Phase]:
                     last_log = time.monotonic()
                     output.err_console.print(f"  {counts}", markup=False, highlight=False, soft_wrap=True)
 
+        # Task counts are shown on a terminal, and in a log with -v: only then ask Spark for them.
         watcher = threading.Thread(target=watch, name="lakegc-progress", daemon=True)
-        watcher.start()
+        if terminal or (output.verbosity() > 1 and not quiet):
+            watcher.start()
 
         def phase(name: str, detail: str = "") -> None:
             if current:
@@ -93,6 +95,7 @@ def progress(title: str, *, as_json: bool = False) -> Iterator[Phase]:
             yield phase
         finally:
             stop.set()
-            watcher.join()
+            if watcher.is_alive():
+                watcher.join()
             if current:
                 bar.update(current[-1][0], description=current[-1][1], completed=1, total=1)

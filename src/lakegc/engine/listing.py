@@ -2,7 +2,7 @@
 
 A collector says which folders make up its location (`Folder`: a prefix, listed with everything
 below it or only for its own files) and gets one DataFrame of what they hold. Repository GC lists a
-namespace by slice (`lakegc.gc.listing`); connectors list a location they do not own a few folder
+namespace by slice (`lakegc.repogc.listing`); connectors list a location they do not own a few folder
 levels down (`location_folders`). Nothing here follows a symlink (the storage backends refuse to).
 """
 

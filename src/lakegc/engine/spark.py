@@ -186,28 +186,29 @@ show_jvm_noise = False  # --debug: everything the JVM prints reaches stderr
 
 @contextmanager
 def _filtered_jvm_stderr() -> Iterator[None]:
-    """While the driver JVM is launched (it inherits this process's stderr for its whole life, and
-    its Python workers inherit it in turn), give it a pipe instead: a thread copies every line to
-    the real stderr but the JVM's notices (`_JVM_NOISE`). This process's own stderr is back in
-    place as soon as the JVM has started; what it wrote in between went through the pipe too."""
-    if show_jvm_noise or "PYSPARK_GATEWAY_PORT" in os.environ:
+    """While the driver JVM is launched, hand it a pipe for its stderr (it keeps it for its whole
+    life, and its Python workers inherit it in turn): a thread copies every line to this process's
+    stderr but the JVM's notices (`_JVM_NOISE`). Only the JVM's stderr goes through the pipe; this
+    process writes its own (an `error:` line of a failed preflight, say) straight to its stderr."""
+    if show_jvm_noise or "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit the JVM is not ours
         yield
         return
+    import pyspark.java_gateway as gateway
+
     try:
-        sys.stderr.flush()
         read_end, write_end = os.pipe()
-        real = os.dup(2)
+        target = os.dup(2)
     except OSError:  # no stderr at all: nothing to filter
         yield
         return
-    threading.Thread(target=_copy_lines, args=(read_end, real), name="lakegc-jvm-stderr", daemon=True).start()
-    os.dup2(write_end, 2)
-    os.close(write_end)
+    threading.Thread(target=_copy_lines, args=(read_end, target), name="lakegc-jvm-stderr", daemon=True).start()
+    launch = gateway.Popen
+    gateway.Popen = lambda command, **kwargs: launch(command, **{**kwargs, "stderr": write_end})
     try:
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(real, 2)
+        gateway.Popen = launch
+        os.close(write_end)
 
 
 def _copy_lines(source: int, target: int) -> None:

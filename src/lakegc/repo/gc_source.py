@@ -1,4 +1,4 @@
-"""The one interface between repository GC (`lakegc.gc`) and the repository it collects.
+"""The one interface between repository GC (`lakegc.repogc`) and the repository it collects.
 
 GC never reads the repository's tables. It asks a `GcSource` for what it needs: the commit graph,
 the uncommitted references (staged entries, recent copy records, live address tokens) together with

@@ -36,7 +36,7 @@ from lakegc.metastore import Metastore, sqlite_file
 from lakegc.repo import fence, graph, slices, tokens
 from lakegc.repo.merge import three_way
 from lakegc.repo.model import AddressKind, Branch, Change, Changes, ChangeType, Commit, Entry, RepositoryInfo, Tag
-from lakegc.repo.store import LakeStore, RefStore, Tx, entry_from_row
+from lakegc.repo.store import LakeTx, Transactions, Tx, entry_from_row
 from lakegc.repo.trees import TreeStore, as_changes
 from lakegc.retention.rules import GcRules, parse_rules
 from lakegc.settings import lakegc_home
@@ -57,7 +57,7 @@ class Lake:
 
     def __init__(self, metastore: Metastore | str | None = None):
         self.metastore = metastore if isinstance(metastore, Metastore) else Metastore(metastore)
-        self.store = LakeStore(self.metastore)
+        self.store = Transactions(self.metastore, LakeTx)
 
     def create_repository(self, name: str, namespace: str, default_branch: str = "main") -> RepositoryInfo:
         """A repository over an empty namespace (claimed with a marker so no other metastore can
@@ -131,7 +131,7 @@ class Repository:
         self.info = info
         self.name = info.name
         self.ms = lake.metastore
-        self.store = RefStore(lake.metastore, info.name)
+        self.store = Transactions(lake.metastore, lambda conn: Tx(conn, info.name))
         self.storage: Storage = open_storage(info.storage_namespace)
         self.trees = TreeStore(self.storage)
 
@@ -496,11 +496,6 @@ class Repository:
         if conflicts:
             raise MergeConflict(conflicts)
         return to_apply
-
-    def metaranges(self) -> set[str]:
-        """The trees of every commit (commits are never deleted, so this set only grows)."""
-        with self.store.read() as tx:
-            return tx.metaranges()
 
     def log(self, ref: str, amount: int | None = None) -> list[Commit]:
         with self.store.read() as tx:

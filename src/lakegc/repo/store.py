@@ -1,6 +1,6 @@
 """The repository's metadata in the metastore: every SQL statement the repository runs, in one place.
 
-`RefStore(metastore, repository)` opens transactions; a `Tx` is one open transaction, read or write,
+`Transactions` opens transactions; a `Tx` is one open transaction over a repository, read or write,
 and offers the statements the repository API (`repository.py`) composes: it decides nothing, and the
 API never writes SQL. Writers get the metastore's discipline (`Metastore.write`): write transactions
 are serialised, so a compare-and-set of a branch HEAD, a staging version bump or the sweep's fence
@@ -12,10 +12,10 @@ check sees every write before it.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,24 +27,27 @@ from lakegc.repo.model import AddressKind, Branch, Commit, CommitGraph, Entry, R
 from lakegc.retention.active import CommitNode
 from lakegc.uri import validate_ref_name
 
+T = TypeVar("T")
 COMMIT_ID_CHARS = frozenset("0123456789abcdef")  # a ref of 8 to 64 of these may be a commit id prefix
 
 
-class RefStore:
-    """One repository's metadata: transactions over it."""
+class Transactions(Generic[T]):
+    """Read and write transactions over the metastore, each handed out as the statements of one
+    scope: `Transactions(ms, lambda conn: Tx(conn, "lake"))` for a repository, `(ms, LakeTx)` for
+    the lake's own tables."""
 
-    def __init__(self, metastore: Metastore, repository: str):
-        self.ms, self.repository = metastore, repository
+    def __init__(self, metastore: Metastore, scope: Callable[[Connection], T]):
+        self.ms, self.scope = metastore, scope
 
     @contextmanager
-    def read(self) -> Iterator[Tx]:
+    def read(self) -> Iterator[T]:
         with self.ms.read() as conn:
-            yield Tx(conn, self.repository)
+            yield self.scope(conn)
 
     @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> Iterator[T]:
         with self.ms.write() as conn:
-            yield Tx(conn, self.repository)
+            yield self.scope(conn)
 
 
 class Tx:
@@ -397,23 +400,6 @@ class Tx:
     def drop_fence(self, run_id: str | None = None) -> None:
         where = [self._of(t.gc_fences)] + ([t.gc_fences.c.run_id == run_id] if run_id is not None else [])
         self.conn.execute(t.gc_fences.delete().where(*where))
-
-
-class LakeStore:
-    """The lake's own tables: transactions over them."""
-
-    def __init__(self, metastore: Metastore):
-        self.ms = metastore
-
-    @contextmanager
-    def read(self) -> Iterator[LakeTx]:
-        with self.ms.read() as conn:
-            yield LakeTx(conn)
-
-    @contextmanager
-    def write(self) -> Iterator[LakeTx]:
-        with self.ms.write() as conn:
-            yield LakeTx(conn)
 
 
 class LakeTx:

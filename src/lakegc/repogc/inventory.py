@@ -39,10 +39,10 @@ import pyarrow.compute as pc
 from lakegc.engine.columns import LISTING, ddl
 from lakegc.engine.spark import work_items
 from lakegc.errors import InvalidArgument, LakegcError, first_line
-from lakegc.gc.inventory_format import Format, Inventory, open_data_file, read_objects
-from lakegc.gc.listing import list_namespace
-from lakegc.gc.refset import slice_of
 from lakegc.repo.slices import SliceWindow, slice_created
+from lakegc.repogc.inventory_format import Format, Inventory, open_data_file, read_objects
+from lakegc.repogc.listing import list_namespace
+from lakegc.repogc.refset import slice_of
 from lakegc.storage import LocalStorage, ObjectInfo, S3Settings, S3Storage, Storage
 from lakegc.storage.namespace import MARKER
 

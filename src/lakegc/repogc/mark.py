@@ -33,14 +33,14 @@ from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
 from lakegc.engine.runs import CandidateCounts
-from lakegc.gc.incremental import Plan, newly_settled
-from lakegc.gc.inventory import Inventory, confirm_present, namespace_listing
-from lakegc.gc.listing import slices
-from lakegc.gc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
-from lakegc.gc.references import UNCOMMITTED_DDL, snapshot_uncommitted
-from lakegc.gc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
-from lakegc.gc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.repo.gc_source import GcSource
+from lakegc.repogc.incremental import Plan, newly_settled
+from lakegc.repogc.inventory import Inventory, confirm_present, namespace_listing
+from lakegc.repogc.listing import slices
+from lakegc.repogc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
+from lakegc.repogc.references import UNCOMMITTED_DDL, snapshot_uncommitted
+from lakegc.repogc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
+from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.retention.active import active_commits
 from lakegc.retention.rules import PolicyOf
 from lakegc.storage import Storage

@@ -17,15 +17,15 @@ from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, new_run_id
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
-from lakegc.gc.incremental import Plan, plan
-from lakegc.gc.inventory_format import load_inventory
-from lakegc.gc.lease import LEASE_TTL, Lease
-from lakegc.gc.mark import mark
-from lakegc.gc.outputs import ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
-from lakegc.gc.refset import StateUnusable, TreeChange, load_manifest
-from lakegc.gc.sweep import sweep
 from lakegc.repo.gc_source import GcSource
 from lakegc.repo.repository import Lake
+from lakegc.repogc.incremental import Plan, plan
+from lakegc.repogc.inventory_format import load_inventory
+from lakegc.repogc.lease import LEASE_TTL, Lease
+from lakegc.repogc.mark import mark
+from lakegc.repogc.outputs import ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
+from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
+from lakegc.repogc.sweep import sweep
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER

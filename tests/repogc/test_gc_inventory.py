@@ -1,4 +1,4 @@
-"""`gc run --inventory MANIFEST` (lakegc.gc.inventory): a run that reads
+"""`gc run --inventory MANIFEST` (lakegc.repogc.inventory): a run that reads
 the namespace from an S3 Inventory instead of listing it must delete exactly what a plain run
 deletes, and nothing an inventory says (stale, tampered, of another namespace, naming `_lakegc/`
 or keys that climb out) may make it delete more.
@@ -36,13 +36,15 @@ import pytest
 from conftest import Bucket, one_error, snapshot
 
 import lakegc.cli.main  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
-import lakegc.gc.job  # noqa: F401
-import lakegc.gc.lease  # noqa: F401
+import lakegc.repogc.job  # noqa: F401
+import lakegc.repogc.lease  # noqa: F401
 import lakegc.timeutil
 from lakegc.engine.runs import MetastoreRunLog, Run
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.gc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_list, present
-from lakegc.gc.inventory_format import (
+from lakegc.repo.repository import Lake, Repository
+from lakegc.repo.slices import SliceWindow, slice_name
+from lakegc.repogc.inventory import INVENTORY_MARGIN, keep_rows, lists_marker, must_list, present
+from lakegc.repogc.inventory_format import (
     Format,
     Inventory,
     as_raw,
@@ -52,9 +54,7 @@ from lakegc.gc.inventory_format import (
     parse_manifest,
     schema_fields,
 )
-from lakegc.gc.job import GcOptions, run_gc
-from lakegc.repo.repository import Lake, Repository
-from lakegc.repo.slices import SliceWindow, slice_name
+from lakegc.repogc.job import GcOptions, run_gc
 from lakegc.storage import ObjectInfo
 
 HOUR = timedelta(hours=1)

@@ -13,11 +13,11 @@ from conftest import Env, age_objects
 
 from lakegc.engine.runs import MetastoreRunLog, RunState
 from lakegc.errors import LakegcError, ObjectGone
-from lakegc.gc import job
-from lakegc.gc.job import GcOptions, run_gc
 from lakegc.repo.fence import FencedByGc
 from lakegc.repo.gc_source import RepositoryGcSource
 from lakegc.repo.repository import Lake, Repository
+from lakegc.repogc import job
+from lakegc.repogc.job import GcOptions, run_gc
 from lakegc.retention.rules import GcRules
 from lakegc.timeutil import utcnow
 
@@ -219,7 +219,7 @@ def test_a_sweep_past_its_lease_deadline_defers_and_finishes_in_later_rounds(env
 
 
 def _keys(repo: Repository, run_id: str, name: str) -> list[str]:
-    from lakegc.gc.outputs import output_keys
+    from lakegc.repogc.outputs import output_keys
 
     return output_keys(repo.storage, run_id, name)
 
@@ -229,7 +229,7 @@ def test_a_ref_made_on_an_expiring_commit_just_before_the_deletes_start_loses_no
     the moment the sweep checks its lease to start deleting (after its re-check), another writer
     tags the expiring commit and branches from it. v0.5.0 accepted both and deleted every object
     they read; now the fence refuses them (or, were they accepted, they would read everything)."""
-    from lakegc.gc.lease import Lease
+    from lakegc.repogc.lease import Lease
 
     lake, repo, old, paths = expiring_lake(env, objects=200)
     other = Lake(env.metastore).repository(NAME)

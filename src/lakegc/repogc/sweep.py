@@ -17,10 +17,10 @@ from lakegc.engine.arrowio import read_parquet, write_groups
 from lakegc.engine.columns import CANDIDATES, DELETES, ddl
 from lakegc.engine.delete import DEFERRED, DeleteTally, delete_objects, record_deletes
 from lakegc.errors import LakegcError
-from lakegc.gc.outputs import STAGING, output_keys, run_prefix
-from lakegc.gc.references import RANGES_DDL, UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
-from lakegc.gc.refset import RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.repo.gc_source import GcSource, StagingVersion
+from lakegc.repogc.outputs import STAGING, output_keys, run_prefix
+from lakegc.repogc.references import RANGES_DDL, UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, tree_ranges
+from lakegc.repogc.refset import RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.retention.active import active_commits
 from lakegc.retention.rules import PolicyOf
 

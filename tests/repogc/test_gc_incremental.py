@@ -1,4 +1,4 @@
-"""Incremental GC runs (lakegc.gc.incremental): a run that does not list the slices its
+"""Incremental GC runs (lakegc.repogc.incremental): a run that does not list the slices its
 base run settled, and only looks up the objects there that may have lost a reference since, must
 delete exactly what a clean run would.
 
@@ -39,16 +39,16 @@ from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 from test_gc_model_hypothesis import RandomOps, namespace_files, run_output, tree_keys, uncommitted_references
 
-import lakegc.gc.lease  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
+import lakegc.repogc.lease  # noqa: F401  (loaded before the clock fixture patches every lakegc module)
 import lakegc.timeutil
 from lakegc.engine.runs import MetastoreRunLog, Run, RunState
 from lakegc.errors import LakegcError
-from lakegc.gc.incremental import SETTLE_MARGIN, Plan, newly_settled, plan, previous_run, settled
-from lakegc.gc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
-from lakegc.gc.outputs import BASE_OUTPUTS, SETTLED
-from lakegc.gc.refset import RefManifest, StateUnusable, TreeChange, part_of
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
+from lakegc.repogc.incremental import SETTLE_MARGIN, Plan, newly_settled, plan, previous_run, settled
+from lakegc.repogc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
+from lakegc.repogc.outputs import BASE_OUTPUTS, SETTLED
+from lakegc.repogc.refset import RefManifest, StateUnusable, TreeChange, part_of
 from lakegc.retention.rules import GcRules
 
 HOUR = timedelta(hours=1)
@@ -91,7 +91,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     ]
     for name in patched:
         monkeypatch.setattr(sys.modules[name], "utcnow", fake)
-    assert {"lakegc.gc.job", "lakegc.engine.runs", "lakegc.gc.lease", "lakegc.repo.repository"} <= set(patched)
+    assert {"lakegc.repogc.job", "lakegc.engine.runs", "lakegc.repogc.lease", "lakegc.repo.repository"} <= set(patched)
     return fake
 
 
@@ -920,9 +920,9 @@ def test_incremental_runs_delete_exactly_what_clean_runs_would(spark, clock):
     check_many_histories(spark, clock, max_examples=2)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_incremental_runs_delete_exactly_what_clean_runs_would_many_histories(spark, clock):
-    """The same property on 60 histories: `./dev test -m slow`."""
+    """The same property on 60 histories (a quarter of an hour), on demand: `./dev test -m soak`."""
     tally = check_many_histories(spark, clock, max_examples=60)
     assert tally["histories"] >= 50
 

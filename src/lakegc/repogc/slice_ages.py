@@ -24,7 +24,7 @@ def candidate_tally(now: datetime) -> Callable[[pa.RecordBatch], pa.Table]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from lakegc.gc.refset import slice_of
+    from lakegc.repogc.refset import slice_of
 
     edges = np.array(BUCKETS_DAYS, dtype=np.float64)
     now_s = now.timestamp()

@@ -29,14 +29,14 @@ from conftest import Env, one_error, snapshot
 
 from lakegc.engine.runs import MetastoreRunLog, Run, RunState, new_run_id
 from lakegc.errors import InvalidToken, ObjectGone
-from lakegc.gc import lease as lease_mod
-from lakegc.gc.job import GcOptions, resolve_policies, run_gc, sweep_run
-from lakegc.gc.lease import HEARTBEAT, INTERRUPTED, LEASE_TTL, Holder, Lease, LeaseLost, stale
-from lakegc.gc.outputs import output_keys, run_prefix
 from lakegc.metastore import schema as t
 from lakegc.repo.gc_source import COPY_RECORD_WINDOW
 from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
+from lakegc.repogc import lease as lease_mod
+from lakegc.repogc.job import GcOptions, resolve_policies, run_gc, sweep_run
+from lakegc.repogc.lease import HEARTBEAT, INTERRUPTED, LEASE_TTL, Holder, Lease, LeaseLost, stale
+from lakegc.repogc.outputs import output_keys, run_prefix
 from lakegc.retention.active import CommitNode, active_commits
 from lakegc.timeutil import utcnow
 

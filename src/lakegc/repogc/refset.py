@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 
 from lakegc.engine.arrowio import write_groups, write_parquet
 from lakegc.errors import CorruptMetadata, LakegcError
-from lakegc.gc.outputs import MANIFEST
-from lakegc.gc.references import RANGES_DDL, entry_counts, tree_ranges
+from lakegc.repogc.outputs import MANIFEST
+from lakegc.repogc.references import RANGES_DDL, entry_counts, tree_ranges
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from lakegc.errors import LakegcError
-from lakegc.gc.job import GcOptions, run_gc
 from lakegc.metastore import schema as t
 from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
+from lakegc.repogc.job import GcOptions, run_gc
 from lakegc.retention.active import CommitNode, active_commits
 from lakegc.retention.rules import (
     Cutoff,
@@ -615,10 +615,9 @@ def test_gc_deletes_exactly_what_the_model_expects(spark, ops, rules, cutoffs, o
     check_gc_against_the_model(spark, ops, rules, cutoffs, old_copies)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_gc_deletes_exactly_what_the_model_expects_many_histories(spark):
-    """The same property on 150 histories (about 9 minutes on 2 cores): `./dev test -m slow`.
-    The default run deselects `slow` tests (pyproject's addopts)."""
+    """The same property on 150 histories (about 9 minutes on 2 cores), on demand: `./dev test -m soak`."""
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(

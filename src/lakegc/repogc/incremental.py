@@ -29,7 +29,7 @@ from lakegc.engine.runs import Run, RunState
 from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
 
 if TYPE_CHECKING:
-    from lakegc.gc.refset import RefManifest
+    from lakegc.repogc.refset import RefManifest
 
 # Room for clock differences between writers and GC, and for a write in flight when its slice closes.
 SETTLE_MARGIN = timedelta(minutes=5)
