@@ -107,6 +107,8 @@ class Results:
     tiny: SideLake
     spark_floor: Measured  # lakegc's Spark session and one Python task per core, nothing else
     trees_verify: Measured  # reading and verifying every tree file of the main lake, one process
+    explain: Measured | None = None  # `gc explain` of one live object of the main lake
+    simulate: Measured | None = None  # `gc simulate` of four retentions on the main lake
 
     @property
     def cold(self) -> bool:
@@ -130,6 +132,8 @@ class Results:
             *main("lakegc clean --inventory", self.inventory),
             *main(f"lakegc clean, standalone cluster ({WORKERS} workers)", self.cluster),
             *main("lakegc incremental (1% change)", self.incremental.measured, self.incremental_deleted),
+            *main("lakegc gc explain (one object)", self.explain, 0),
+            *main("lakegc gc simulate (4 retentions)", self.simulate, 0),
             *side(SMALL_LABEL, self.small),
             *side(TINY_LABEL, self.tiny),
         ]
@@ -168,6 +172,8 @@ class Results:
             "cluster_s": self.cluster.seconds if self.cluster else None,
             "spark_floor_s": self.spark_floor.seconds,
             "trees_verify_s": self.trees_verify.seconds,
+            "explain_s": self.explain.seconds if self.explain else None,
+            "simulate_s": self.simulate.seconds if self.simulate else None,
             "cores": os.cpu_count(),
             "phases": self.clean.summary["phases"],
             "work": self.work,
@@ -203,6 +209,7 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
     incremental = _lakegc(lake.files, [], garbage.num_rows, console, mode="incremental")
     _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
+    explain, simulate = _why(lake, console)
     small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
     tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
     spark_floor = _contender(
@@ -228,7 +235,32 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
         tiny,
         spark_floor,
         trees_verify,
+        explain,
+        simulate,
     )
+
+
+def _why(lake: Built, console: Console) -> tuple[Measured, Measured]:
+    """`gc explain` of one object the runs kept (a lookup: no listing, no Spark) and `gc simulate`
+    of four retentions (one pass), on the main lake as the runs left it."""
+    stale = set(lake.stale.column("address").to_pylist())
+    kept = next(key for key in lake.objects.column("address").to_pylist() if key not in stale)
+    base = [sys.executable, "-m", "lakegc", "gc"]
+    explain = _contender(
+        "lakegc gc explain (one object)",
+        [*base, "explain", f"lakegc://{REPO}", "--address", kept, "--json"],
+        lake.files.env(),
+        console,
+    )
+    if json.loads(explain.stdout)["verdict"] != "keep":
+        raise RuntimeError(f"gc explain of {kept}, an object the runs kept, said {explain.stdout[:200]}")
+    simulate = _contender(
+        "lakegc gc simulate (1d,7d,30d,90d)",
+        [*base, "simulate", f"lakegc://{REPO}", "--retention", "1d,7d,30d,90d", "--json"],
+        lake.files.env(),
+        console,
+    )
+    return explain, simulate
 
 
 def run_sweep(scales: list[float], workdir: Path, console: Console, measured: Results) -> list[dict]:

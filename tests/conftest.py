@@ -240,7 +240,9 @@ def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
     return lines[0]
 
 
-PROGRESS = re.compile(r"^(GC \S+|sweep \S+|catalog GC|iceberg GC|GC demo): [a-z]")  # a phase's line (cli.progress)
+PROGRESS = re.compile(
+    r"^(GC \S+|sweep \S+|simulating retentions for \S+|catalog GC|iceberg GC|GC demo): [a-z]"
+)  # a phase's line (cli.progress)
 
 
 def heads(cli: Callable[..., CliResult], repo: str = "lakegc://repo") -> dict[str, str]:

@@ -29,19 +29,28 @@ import pyarrow.parquet as pq
 from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.runs import FolderRunLog, MetastoreRunLog, Run, RunFolder
 from lakegc.errors import InvalidArgument
+from lakegc.repo.gc_source import address_key, namespace_key
 from lakegc.repo.repository import Lake, Repository
+from lakegc.repogc.explain import Explanation, Reason, Verdict
+from lakegc.repogc.simulate import CurvePoint, RetentionCurve
 from lakegc.retention.rules import GcRules, parse_rules
 from lakegc.settings import load_settings
-from lakegc.timeutil import parse_duration
+from lakegc.timeutil import parse_duration, utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Duration = timedelta | str
+REPOSITORY_REASONS = ("expired", "uncommitted")  # why a repository run marks a candidate
 Metastore = Lake | str | None
 
 __all__ = [
     "Candidate",
+    "CurvePoint",
+    "RetentionCurve",
+    "Explanation",
+    "Reason",
+    "Verdict",
     "Lake",
     "Repository",
     "Run",
@@ -52,6 +61,7 @@ __all__ = [
     "connector_run",
     "connector_runs",
     "delete_rules",
+    "explain",
     "gc",
     "get_rules",
     "iceberg_gc",
@@ -59,6 +69,7 @@ __all__ = [
     "run",
     "runs",
     "set_rules",
+    "simulate",
     "sweep",
 ]
 
@@ -84,6 +95,7 @@ def gc(
     cutoffs: tuple[str, ...] | list[str] = (),
     default_cutoff: str | None = None,
     inventory: str | None = None,
+    curve: tuple[str, ...] | list[str] = (),
     master: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
@@ -93,7 +105,8 @@ def gc(
     references and is older than `min_age` (default 24h), then, unless `dry_run` or `mark_only`,
     sweep it (re-checking each candidate first). `cutoffs` (`REGEX=POLICY`) and `default_cutoff`
     replace the stored rules for this run; `clean` ignores earlier runs; `inventory` lists the
-    namespace from an S3 Inventory manifest. Returns the run's record, also when nothing was
+    namespace from an S3 Inventory manifest; `curve` (durations) also computes the retention curve
+    for the report (as `simulate` does, one more pass). Returns the run's record, also when nothing was
     deleted; a failed run raises (its record says `failed` and why)."""
     from lakegc.repogc.job import GcOptions, run_gc
 
@@ -108,8 +121,78 @@ def gc(
         master=settings.master(master),
         conf=settings.spark_conf(conf),
         inventory=inventory,
+        curve=tuple(curve),
     )
     return run_gc(open_lake(metastore), repository, options, progress, spark=spark)
+
+
+def explain(
+    repository: str,
+    ref: str | None = None,
+    path: str | None = None,
+    *,
+    address: str | None = None,
+    metastore: Metastore = None,
+    min_age: Duration | None = None,
+    cutoffs: tuple[str, ...] | list[str] = (),
+    default_cutoff: str | None = None,
+) -> Explanation:
+    """Why the object at `path` on `ref` (or at the physical `address`, a full location or a key of
+    the namespace) would be kept or collected by a `gc` run started now with the same options:
+    its verdict and every reason, with evidence. Reads only; deletes and records nothing."""
+    from lakegc.repogc.explain import explain_key
+    from lakegc.repogc.job import check_namespace, resolve_policies
+    from lakegc.repogc.outputs import run_folder
+
+    if (address is None) == (path is None):
+        raise InvalidArgument("explain an object by its path on a ref, or by its address: one of the two")
+    lake = open_lake(metastore)
+    repo = lake.repository(repository)
+    source = repo.gc_source()
+    age = duration(min_age or load_settings().gc.min_age)
+    if age < timedelta(0):
+        raise InvalidArgument("--min-age must not be negative")
+    now = utcnow()
+    policies = resolve_policies(source, tuple(cutoffs), default_cutoff, now)
+    if address is None:
+        entry = repo.stat(ref or repo.info.default_branch, path)  # type: ignore[arg-type]
+        key, full = namespace_key(source.namespace, entry.address, entry.address_kind), repo.physical_address(entry)
+    else:
+        key, full = address_key(source.namespace, address), address
+        full = source.storage.full_uri(key) if key is not None else full
+    check_namespace(source)
+    log = MetastoreRunLog(lake.metastore, repository)
+    return explain_key(source, key, full, policies, now, age, log.list(), lambda r: run_folder(source.storage, r))
+
+
+def simulate(
+    repository: str,
+    retentions: list[str] | tuple[str, ...],
+    *,
+    metastore: Metastore = None,
+    min_age: Duration | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> RetentionCurve:
+    """The retention curve: for each duration in `retentions`, what `gc(dry_run=True, clean=True,
+    default_cutoff=R)` would collect (candidates and bytes), all from one pass over the lake.
+    Deletes nothing, records no run."""
+    from lakegc.engine.spark import SessionStart
+    from lakegc.repogc.job import check_namespace
+    from lakegc.repogc.simulate import parse_retentions, retention_curve
+
+    settings = load_settings()
+    parsed = parse_retentions(list(retentions))
+    age = duration(min_age or settings.gc.min_age)
+    if age < timedelta(0):
+        raise InvalidArgument("--min-age must not be negative")
+    source = open_lake(metastore).repository(repository).gc_source()
+    check_namespace(source)
+    now = utcnow()
+    session = spark or SessionStart(settings.master(master), settings.spark_conf(conf)).result()
+    return retention_curve(session, source, parsed, now, age, progress)
 
 
 def sweep(
@@ -161,18 +244,49 @@ class Candidate:
     size: int
     mtime: datetime
     reason: str
+    path: str | None = None  # a repository run's: a path an expired commit held it at (None: uncommitted)
+    commit: str | None = None  # the newest commit that held it: the one whose expiry freed it
+    branch: str | None = None  # that commit's branch ("(dangling)" for a dangling commit)
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """Which candidates to show: all of `prefix` (of the path), `branch` and `reason` that are set."""
+
+    prefix: str | None = None
+    branch: str | None = None
+    reason: str | None = None
+
+    def __call__(self, row: dict) -> bool:
+        path = row.get("path")
+        return (
+            (self.reason is None or row["reason"] == self.reason)
+            and (self.prefix is None or (path is not None and path.startswith(self.prefix)))
+            and (self.branch is None or row.get("branch") == self.branch)
+        )
 
 
 def candidates(
-    repository: str, run_id: str, *, metastore: Metastore = None, limit: int | None = None
+    repository: str,
+    run_id: str,
+    *,
+    metastore: Metastore = None,
+    limit: int | None = None,
+    prefix: str | None = None,
+    branch: str | None = None,
+    reason: str | None = None,
 ) -> Iterator[Candidate]:
-    """The candidates a repository run marked, streamed from its folder (never all in memory)."""
+    """The candidates a repository run marked, streamed from its folder (never all in memory); only
+    those whose path starts with `prefix`, whose commit lapsed on `branch`, of `reason`, when given."""
     from lakegc.repogc.outputs import run_folder
 
     _check_limit(limit)
+    if reason is not None and reason not in REPOSITORY_REASONS:
+        raise InvalidArgument(f"invalid reason {reason!r}: {' or '.join(REPOSITORY_REASONS)}")
     lake = open_lake(metastore)
     found = run(repository, run_id, metastore=lake)  # here, not when the first candidate is asked for
-    return _candidates(run_folder(lake.repository(repository).storage, found.run_id), limit)
+    wanted = CandidateFilter(prefix, branch, reason)
+    return _candidates(run_folder(lake.repository(repository).storage, found.run_id), limit, wanted)
 
 
 def _check_limit(limit: int | None) -> None:
@@ -180,17 +294,22 @@ def _check_limit(limit: int | None) -> None:
         raise InvalidArgument("limit must be at least 1")
 
 
-def _candidates(folder: RunFolder, limit: int | None) -> Iterator[Candidate]:
+def _candidates(folder: RunFolder, limit: int | None, wanted: CandidateFilter | None = None) -> Iterator[Candidate]:
     shown = 0
     for key in folder.parts("candidates"):
         with folder.storage.open_read(key) as f:
             source = pq.ParquetFile(f if f.seekable() else _buffer(f.read()))
             for batch in source.iter_batches(batch_size=10_000):
                 for row in batch.to_pylist():
+                    if wanted is not None and not wanted(row):
+                        continue
                     if limit is not None and shown >= limit:
                         return
                     shown += 1
-                    yield Candidate(row["address"], row["size"], row["mtime"], row["reason"])
+                    yield Candidate(
+                        row["address"], row["size"], row["mtime"], row["reason"],
+                        row.get("path"), row.get("commit"), row.get("branch"),
+                    )  # fmt: skip
 
 
 def _buffer(data: bytes):  # type: ignore[no-untyped-def]

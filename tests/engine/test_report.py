@@ -88,6 +88,35 @@ def test_a_failed_run_still_renders_with_its_error_escaped():
     assert '<span class="state failed">' in page and "no objects listed" in page
 
 
+def test_names_from_the_lake_in_the_top_lists_and_the_curve_are_escaped():
+    """Paths, branch names and retentions come from users: none of them can add markup."""
+    evil = '<img src=x onerror="alert(1)">'
+    page = render_report(
+        summary(
+            top={
+                "prefixes": [{"name": f"{evil}/", "candidates": 2, "bytes": 2048}],
+                "branches": [{"name": evil, "candidates": 2, "bytes": 2048}],
+                "commits": [
+                    {
+                        "name": "c" * 64,
+                        "candidates": 2,
+                        "bytes": 2048,
+                        "branch": evil,
+                        "created": "2026-11-01T00:00:00Z",
+                    }
+                ],
+            },
+            retention_curve=[
+                {"retention": evil, "seconds": 86400.0, "num_candidates": 3, "bytes": 3072},
+                {"retention": "7d", "seconds": 604800.0, "num_candidates": 1, "bytes": 1024},
+            ],
+        )
+    )
+    assert "<img" not in page and page.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") == 5
+    assert "<h2>Commits whose expiry freed the most</h2>" in page and 'aria-label="retention curve"' in page
+    assert "c" * 64 in page and "2.0 KiB" in page
+
+
 def test_candidates_are_tallied_by_their_slices_age_and_reason_as_they_are_written():
     """What the writing tasks count (`candidate_tally`, summed by `write_parquet`): the slice's age
     at the run's time decides the bucket; the root, a folder that is not a slice and a name too

@@ -119,7 +119,7 @@ def life(tmp_path_factory, spark, backend, request) -> Lifecycle:
     cli = make_cli(env)
     g = build_garbage(env, cli)
     before = data(g.ns)
-    dry = cli("gc", "run", REPO, "--dry-run", "--json")
+    dry = cli("gc", "run", REPO, "--dry-run", "--curve", "1d,7d,P30D,40d", "--json")
     after_dry = data(g.ns)
     dry_sweep = cli("gc", "sweep", REPO, dry.json()["run_id"], "--json", ok=False)
     after_dry_sweep = data(g.ns)
@@ -286,9 +286,61 @@ def test_run_records_object_ages_and_candidate_slice_ages(life):
 def test_report_renders_in_headless_chromium(life, tmp_path):
     """The report is opened by a real browser (Debian's chromium): its DOM has the sections and
     charts, and a screenshot of it is not blank."""
+    dom = render_in_chromium(report_of(life, life.swept.json()["run_id"]), tmp_path)
+    for section in ("Time per phase", "Candidates by reason", "Candidates by slice age", "Ages of the listed objects"):
+        assert f"<h2>{section}</h2>" in dom
+    assert dom.count("<svg") == 3 and "min-age cutoff" in dom
+
+
+def test_the_report_names_what_holds_the_bytes_and_draws_the_curve(life, tmp_path):
+    """The dry run (with --curve) in a real browser: the prefixes, branches and commits that hold
+    its candidates, and the retention curve, table and chart."""
+    doc = life.dry.json()
+    dom = render_in_chromium(report_of(life, doc["run_id"]), tmp_path)
+    for section in (
+        "Top prefixes (path folders) by candidate bytes",
+        "Top branches by candidate bytes",
+        "Commits whose expiry freed the most",
+        "Retention curve: what a run would collect",
+    ):
+        assert f"<h2>{section}</h2>" in dom, section
+    g = life.garbage
+    assert doc["top"]["commits"] == [
+        {"name": g.commits["c1"], "candidates": 1, "bytes": g.sizes["A1"], "branch": "main",
+         "created": doc["top"]["commits"][0]["created"]}
+    ]  # fmt: skip
+    assert [(r["name"], r["candidates"]) for r in doc["top"]["prefixes"]] == [("(root)", 1), ("(uncommitted)", 1)]
+    assert g.commits["c1"] in dom and "(uncommitted)" in dom
+    assert 'aria-label="retention curve"' in dom and dom.count("<svg") == 4
+    curve = [(p["retention"], p["num_candidates"]) for p in doc["retention_curve"]]
+    assert curve == [("1d", 2), ("7d", 2), ("P30D", 1), ("40d", 1)]  # A1's commit lapsed 20 days ago; D1 always
+
+
+def test_candidates_are_named_and_filtered(life):
+    g, run_id = life.garbage, life.dry.json()["run_id"]
+    rows = life.cli("gc", "candidates", REPO, run_id, "--json").json()
+    named = {r["address"]: (r["path"], r["commit"], r["branch"]) for r in rows}
+    assert named == {g.keys["A1"]: ("a", g.commits["c1"], "main"), g.keys["D1"]: (None, None, None)}
+    only = life.cli("gc", "candidates", REPO, run_id, "--reason", "uncommitted", "--json").json()
+    assert [r["address"] for r in only] == [g.keys["D1"]]
+    assert [r["address"] for r in life.cli("gc", "candidates", REPO, run_id, "--prefix", "a", "--json").json()] == [
+        g.keys["A1"]
+    ]
+    assert life.cli("gc", "candidates", REPO, run_id, "--prefix", "b", "--json").json() == []
+    assert [r["address"] for r in life.cli("gc", "candidates", REPO, run_id, "--branch", "main", "--json").json()] == [
+        g.keys["A1"]
+    ]
+    table = life.cli("gc", "candidates", REPO, run_id, "--reason", "expired").stdout.splitlines()
+    assert table[0].split() == ["ADDRESS", "SIZE", "MTIME", "REASON", "PATH", "COMMIT", "BRANCH"]
+    assert table[1].split()[3:] == ["expired", "a", g.commits["c1"][:12], "main"]
+    one_error(life.cli("gc", "candidates", REPO, run_id, "--reason", "old", ok=False), "invalid reason 'old'")
+
+
+def render_in_chromium(report: Path, tmp_path: Path) -> str:
+    """Open the report in Debian's headless chromium: its DOM, after a screenshot proved it draws."""
     browser = shutil.which("chromium")
     assert browser, "Debian's chromium is needed (./dev test installs it)"
-    page = report_of(life, life.swept.json()["run_id"]).as_uri()
+    page = report.as_uri()
     flags = [
         browser,
         "--headless",
@@ -302,9 +354,6 @@ def test_report_renders_in_headless_chromium(life, tmp_path):
         f"--user-data-dir={tmp_path / 'profile'}",
     ]
     dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True).stdout
-    for section in ("Time per phase", "Candidates by reason", "Candidates by slice age", "Ages of the listed objects"):
-        assert f"<h2>{section}</h2>" in dom
-    assert dom.count("<svg") == 3 and "min-age cutoff" in dom
     shot = tmp_path / "report.png"
     subprocess.run(
         [*flags, f"--screenshot={shot}", "--window-size=1000,1400", page], capture_output=True, timeout=120, check=True
@@ -313,6 +362,7 @@ def test_report_renders_in_headless_chromium(life, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1000, 1400)
     pixels = zlib.decompress(b"".join(_png_chunks(png, b"IDAT")))
     assert sum(1 for b in pixels if b not in (0, 255)) > 20_000  # text and bars, not a blank page
+    return dom
 
 
 def _png_chunks(png: bytes, kind: bytes) -> list[bytes]:
@@ -328,7 +378,7 @@ def _png_chunks(png: bytes, kind: bytes) -> list[bytes]:
 def test_candidates_json_lists_address_size_mtime_and_reason(life):
     g = life.garbage
     rows = life.cli("gc", "candidates", REPO, life.marked.json()["run_id"], "--json").json()
-    assert all(set(r) == {"address", "size", "mtime", "reason"} for r in rows)
+    assert all(set(r) == {"address", "size", "mtime", "reason", "path", "commit", "branch"} for r in rows)
     assert sorted((r["address"], r["size"], r["reason"]) for r in rows) == sorted(
         [(g.keys["A1"], g.sizes["A1"], "expired"), (g.keys["D1"], g.sizes["D1"], "uncommitted")]
     )

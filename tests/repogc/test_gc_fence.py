@@ -104,6 +104,27 @@ def test_a_branch_whose_retention_reaches_an_expired_ancestor_is_refused(env: En
     repo.create_branch("scratch", "main")  # the default 7 days keep nothing expired
 
 
+def test_with_path_rules_the_fence_guards_each_rules_expired_commits(env: Env):
+    """main keeps 90 days, `t/**` 7: `old` is active for main's other entries and expired for its
+    `t/` ones. A branch at `old` would keep its `t/` entries again (HEAD): refused; a branch named
+    `long` at main whose `t/` entries a 7-day rule keeps anyway: allowed. Without the per-rule
+    record, the first would pass (old is active under main's own rule) or the second be refused."""
+    lake, repo, old, _ = expiring_lake(env, objects=3)
+    rules = {"default_retention_days": 90, "branches": [], "path_rules": [{"glob": "t/**", "retention_days": 7}]}
+    repo.set_gc_rules(GcRules.model_validate(rules))
+    source = repo.gc_source()
+    graph = source.references_to(utcnow(), "none")[1]
+    marked = [set(graph.commits), {b.head for b in repo.branches()}]  # as the mark found them
+    active = source.raise_fence("run-x", marked[0], PARAMS, marked[1:])
+    assert old in active[0] and old not in active[1]
+    with pytest.raises(FencedByGc, match="run-x"):
+        repo.create_branch("revive", old)
+    with pytest.raises(FencedByGc, match="run-x"):
+        repo.copy(old, "t/part-00000", "main", "copied")  # entries out of a commit expired under any rule
+    repo.create_branch("long", "main")
+    repo.create_tag("v1", "main")
+
+
 def test_a_dead_sweepers_fence_comes_down_with_its_lease(env: Env, spark):
     lake, repo, old, _ = expiring_lake(env, objects=3)
     repo.gc_source().raise_fence("run-dead", {b.head for b in repo.branches()}, PARAMS)
@@ -180,7 +201,7 @@ def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spar
 
     def raise_then_hammer(
         self: RepositoryGcSource, *args: object
-    ) -> set[str]:  # the writer starts once the fence stands
+    ) -> list[set[str]]:  # the writer starts once the fence stands
         active = raise_fence(self, *args)
         writer.start()
         return active

@@ -328,7 +328,7 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
     assert mode(r7) == ("clean", f"min-age changed since run {r6.run_id}", None)
     # cutoffs given for a run replace the stored rules: another policy
     with_cutoffs = replace(options, default_cutoff="7d")
-    cutoffs_policy = resolve_policies(ls.repo.gc_source(), (), "7d", clock.now).described
+    cutoffs_policy = resolve_policies(ls.repo.gc_source(), (), "7d", clock.now)
     assert (
         plan_run(store, ls.repo.gc_source(), with_cutoffs, cutoffs_policy).reason
         == f"retention rules changed since run {r7.run_id}"
@@ -336,7 +336,7 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
 
     # any output an incremental run reads, missing from the base run's folder
     base_dir = ls.ns / "_lakegc" / "gc" / r7.run_id
-    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now).described
+    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now)
     chosen = plan_run(store, ls.repo.gc_source(), options, policy)
     assert (chosen.mode, chosen.base.run_id, chosen.settled) == ("incremental", r7.run_id, frozenset(ls.settled_by(r7)))
     for name in BASE_OUTPUTS:
@@ -982,7 +982,7 @@ def test_a_reference_set_that_cannot_be_used_makes_the_run_clean_and_says_why(la
     ls.upload("main", "a")
     ls.repo.commit("main", "c1")
     store = MetastoreRunLog(ls.lake.metastore, "repo")
-    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now).described
+    policy = resolve_policies(ls.repo.gc_source(), (), None, clock.now)
     r1 = ls.run()
     prefix = f"run {r1.run_id}'s reference set cannot be used: "
     manifest = ls.ns / "_lakegc" / "gc" / r1.run_id / "refs" / "manifest.json"

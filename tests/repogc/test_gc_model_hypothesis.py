@@ -30,6 +30,7 @@ from conftest import age_objects
 from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 
+import lakegc
 from lakegc.errors import LakegcError
 from lakegc.metastore import schema as t
 from lakegc.repo.model import AddressKind
@@ -377,14 +378,19 @@ def namespace_files(root: Path) -> dict[str, datetime]:
 
 def tree_keys(h: History, commit_id: str) -> set[str]:
     """Namespace keys a commit's tree references (addresses outside the namespace left out)."""
-    keys = set()
+    return {key for _, key in tree_entries(h, commit_id)}
+
+
+def tree_entries(h: History, commit_id: str) -> set[tuple[str, str]]:
+    """(path, namespace key) of a commit's entries (addresses outside the namespace left out)."""
+    entries = set()
     namespace_uri = h.repo.info.storage_namespace
     for entry in h.repo.list(commit_id):
         if entry.address_kind is AddressKind.RELATIVE:
-            keys.add(entry.address)
+            entries.add((entry.path, entry.address))
         elif entry.address.startswith(namespace_uri + "/"):
-            keys.add(entry.address[len(namespace_uri) + 1 :])
-    return keys
+            entries.add((entry.path, entry.address[len(namespace_uri) + 1 :]))
+    return entries
 
 
 def uncommitted_references(h: History) -> tuple[set[str], list[tuple[str, datetime]], dict[str, datetime]]:
@@ -448,8 +454,18 @@ lakefs_rules = st.fixed_dictionaries(
         ),
     }
 )
+# Path rules over PATHS (a, b, c, dir/d, dir/e): folders, `**`, `?`, sets, unanchored names.
+GLOBS = ["dir/**", "dir/", "d?r/e", "**/d", "[ab]", "[!a]", "c", "*", "/a", "dir/*"]
+path_rules = st.lists(
+    st.fixed_dictionaries({"glob": st.sampled_from(GLOBS), "retention_days": st.sampled_from(range(16))}),
+    min_size=1,
+    max_size=3,
+)
+lakefs_rules_with_paths = st.tuples(lakefs_rules, st.one_of(st.none(), path_rules)).map(
+    lambda pair: pair[0] if pair[1] is None else {**pair[0], "path_rules": pair[1]}
+)
 rules_docs = st.sampled_from([None, "rules", "rules", "rules"]).flatmap(  # no rules a quarter of the time
-    lambda kind: st.none() if kind is None else lakefs_rules
+    lambda kind: st.none() if kind is None else lakefs_rules_with_paths
 )
 
 # Nessie-style `--cutoff REGEX=POLICY` and `--default-cutoff POLICY` for the run (they override the
@@ -497,6 +513,29 @@ def backdate_copy_records(h: History, age: timedelta) -> None:
         )
 
 
+SIMULATED = ["9d", "1d", "4d", "P2DT12H"]  # the retention curve checked in every history
+
+
+def holding_commits(key: str, entries: dict, active_by_class: list[set[str]], globs: list[str]) -> set[str]:
+    """The commits with an entry naming `key` that is live: its commit active under its path's rule."""
+    return {
+        commit
+        for commit, pairs in entries.items()
+        if any(k == key and commit in active_by_class[model.path_rule_index(p, globs)] for p, k in pairs)
+    }
+
+
+def explain(h: History, key: str, options: GcOptions):
+    return lakegc.explain(
+        "repo",
+        address=key,
+        metastore=h.lake,
+        min_age=options.min_age,
+        cutoffs=options.cutoffs,
+        default_cutoff=options.default_cutoff,
+    )
+
+
 def check_gc_against_the_model(
     spark,
     ops: list[tuple],
@@ -530,17 +569,33 @@ def check_gc_against_the_model(
         branches = {b.name: b.head for b in h.repo.branches()}
         tags = [tag.commit_id for tag in h.repo.tags()]
         staged, copies, tokens = uncommitted_references(h)
-        trees = {cid: tree_keys(h, cid) for cid in h.commits}
+        entries = {cid: tree_entries(h, cid) for cid in h.commits}
+        trees = {cid: {key for _, key in pairs} for cid, pairs in entries.items()}
         branch_reads = {(b, e.path): h.repo.read(b, e.path) for b in branches for e in h.repo.list(b)}
         outside_before = sorted(p.name for p in h.outside.iterdir())
+        explained = {key: explain(h, key, options) for key in before}  # what a run now would do, object by object
+        curve = lakegc.simulate("repo", SIMULATED, metastore=h.lake, min_age=options.min_age, spark=spark)
+        for point in curve.points:  # each point: what a dry run with that default cutoff would collect
+            days_kept = model.retention_from_rules({"default_retention_days": point.seconds / 86_400, "branches": []})
+            kept = model.active_set(h.commits, branches, days_kept, curve.now, tags)
+            would = model.expected_deletions(before, curve.now, options.min_age, kept, trees, staged, copies, tokens)
+            assert (point.num_candidates, point.bytes) == (len(would), sum(sizes[k] for k in would)), point
 
         summary = run_gc(h.lake, "repo", options, spark=spark)
         now = datetime.fromisoformat(summary.started_at)
-        active = model.active_set(h.commits, branches, retention, now, tags)
-        expected = model.expected_deletions(before, now, options.min_age, active, trees, staged, copies, tokens)
+        globs = [r["glob"] for r in (rules or {}).get("path_rules", [])] if cutoffs is None else []
+        classes = [retention, *(model.retention_from_rules({"default_retention_days": d, "branches": []}) for d in (
+            r["retention_days"] for r in (rules or {}).get("path_rules", []) if cutoffs is None))]  # fmt: skip
+        active_by_class = [model.active_set(h.commits, branches, of, now, tags) for of in classes]
+        active = active_by_class[0]
+        committed = model.committed_keys(entries, active_by_class, globs)
+        expected = model.expected_deletions(
+            before, now, options.min_age, active, trees, staged, copies, tokens, committed=committed
+        )
         note(f"active={sorted(c[:8] for c in active)}\nexpected deletions={sorted(expected)}")
         event(f"commits: {len(h.commits)}, expired: {len(h.commits) - len(active)}")
         event(f"deletions: {min(len(expected), 3)}{'+' if len(expected) >= 3 else ''}")
+        event(f"path rules: {len(globs)}")
 
         after = namespace_files(h.namespace)
         vanished = set(before) - set(after)
@@ -552,17 +607,36 @@ def check_gc_against_the_model(
         assert summary.num_candidates == summary.num_deleted == len(expected)
         assert summary.bytes_deleted == sum(sizes[key] for key in expected)
         assert summary.active_commits == len(active)
-        # each candidate's reason: `expired` when an expired commit still holds it, else `uncommitted`
-        in_expired = {key for cid in set(h.commits) - active for key in trees[cid]}
+        # each candidate's reason: `expired` when a commit (an expired one) still holds it, else `uncommitted`
+        in_trees = {key for keys in trees.values() for key in keys}
         reasons = {row["address"]: row["reason"] for row in run_output(h.namespace, summary.run_id, "candidates")}
-        assert reasons == {key: "expired" if key in in_expired else "uncommitted" for key in expected}
-        event(f"committed garbage deleted: {bool(expected & in_expired)}")
+        assert reasons == {key: "expired" if key in in_trees else "uncommitted" for key in expected}
+        event(f"committed garbage deleted: {bool(expected & in_trees)}")
         event(f"object of a copy record deleted: {bool(expected & {a for a, _ in copies})}")
 
+        # `gc explain` before the run said exactly what the run did, object by object, and why
+        verdicts = {key: str(found.verdict) for key, found in explained.items()}
+        assert {k for k, v in verdicts.items() if v == "collect"} == vanished
+        assert {k for k, v in verdicts.items() if v == "keep"} == {k for k in before if model.listed(k)} - vanished
+        assert {k for k, v in verdicts.items() if v == "outside"} == {k for k in before if not model.listed(k)}
+        for key, found in explained.items():
+            kinds = {r.kind for r in found.reasons}
+            if found.verdict == "collect":
+                assert kinds == ({"expired"} if key in in_trees else {"unreferenced"}), (key, found)
+            if found.verdict == "keep":
+                assert ("young" in kinds) == (before[key] >= now - options.min_age), (key, found)
+                assert ("staged" in kinds) == (key in staged), (key, found)
+                held = {r.commit for r in found.reasons if r.kind in ("commit", "tag")}
+                assert held == holding_commits(key, entries, active_by_class, globs), (key, found)
+        for key in sorted(vanished)[:3]:
+            gone = explain(h, key, options)
+            assert (gone.verdict, gone.deleted_by) == ("deleted", summary.run_id)
+
         # Safety: everything still referenced still reads, and GC touched nothing else.
-        for cid in active:
+        for cid in h.commits:
             for entry in h.repo.list(cid):
-                h.repo.read(cid, entry.path)
+                if cid in active_by_class[model.path_rule_index(entry.path, globs)]:
+                    h.repo.read(cid, entry.path)
         for (branch, path), content in branch_reads.items():
             assert h.repo.read(branch, path) == content
         recent_copies = {a for a, copied in copies if copied > now - model.COPY_RECORD_WINDOW}

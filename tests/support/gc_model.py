@@ -31,6 +31,7 @@ no longer counts (decided in ac58aaf; the design once said "until committed").
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -76,6 +77,34 @@ class All:
 Policy = Days | Since | Count | All
 # branch name (None for a dangling leaf) -> its policy
 Retention = Callable[[str | None], Policy]
+
+
+def path_rule_index(path: str, globs: list[str]) -> int:
+    """Path rules (gitignore-style globs, first match wins): 0 when none matches, else the 1-based
+    index of the first that does. Written from the spec, segment by segment: `**` is any number of
+    whole segments (a trailing `/**` at least one), `*`, `?` and `[...]` match within one; a glob
+    with no `/` but a trailing one matches at any depth; a glob matching a folder matches everything
+    in it."""
+    parts = path.split("/")
+    for index, glob in enumerate(globs, 1):
+        body = glob.rstrip("/")
+        anchored = "/" in body
+        pattern = body.lstrip("/").split("/")
+        if len(pattern) > 1 and pattern[-1] == "**":  # a trailing /** is everything inside: one segment at least
+            pattern[-1:] = ["*", "**"]
+        starts = [0] if anchored else range(len(parts))
+        # the glob matches the path or any folder above it, from the root or (unanchored) any depth
+        if any(_segments_match(pattern, parts[s:end]) for s in starts for end in range(s + 1, len(parts) + 1)):
+            return index
+    return 0
+
+
+def _segments_match(pattern: list[str], parts: list[str]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_segments_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _segments_match(pattern[1:], parts[1:])
 
 
 def retention_from_rules(rules: Mapping | None) -> Retention:
@@ -159,13 +188,29 @@ def expected_deletions(
     staged: Iterable[str] = (),
     copies: Iterable[tuple[str, datetime]] = (),
     tokens: Mapping[str, datetime] | None = None,
+    committed: set[str] | None = None,
 ) -> set[str]:
     """`objects`: namespace key -> last modified; `trees`: commit -> namespace keys of its entries
     (addresses outside the namespace left out); `copies`: (address, when copied) of every copy
-    record; `tokens`: address -> expiry."""
+    record; `tokens`: address -> expiry. `committed` (with path rules: `committed_keys`) replaces
+    what `active` and `trees` say commits hold."""
     cutoff = now - min_age
     candidates = {key for key, mtime in objects.items() if listed(key) and mtime < cutoff}
-    committed = {address for commit in active for address in trees[commit]}
+    if committed is None:
+        committed = {address for commit in active for address in trees[commit]}
     recent_copies = {address for address, copied in copies if copied > now - COPY_RECORD_WINDOW}
     live_tokens = {address for address, expires in (tokens or {}).items() if expires > now}
     return candidates - committed - set(staged) - recent_copies - live_tokens
+
+
+def committed_keys(
+    entries: Mapping[str, Iterable[tuple[str, str]]], active_by_class: list[set[str]], globs: list[str]
+) -> set[str]:
+    """With path rules: the keys of entries (commit -> (path, key)) whose commit is active under the
+    rule of the entry's path (`active_by_class[0]`: no rule matched, the branches' own retention)."""
+    return {
+        key
+        for commit, pairs in entries.items()
+        for path, key in pairs
+        if commit in active_by_class[path_rule_index(path, globs)]
+    }

@@ -17,6 +17,7 @@ from lakegc.repo.repository import Lake
 from lakegc.retention.rules import GcRules
 
 _MARK = ".lakegc-demo"
+DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would have collected, in the run's report
 
 
 def demo(
@@ -52,7 +53,7 @@ def demo(
         rows=[[c.id, output.when(c.creation_date), c.message] for c in repo.log("main")],
     )
     with progress("GC demo") as phase:
-        run = api.gc(repo.name, metastore=lake, master=master, progress=phase)
+        run = api.gc(repo.name, metastore=lake, master=master, progress=phase, curve=DEMO_CURVE)
     print_run(run, as_json=False)
     output.table(
         "DELETED ADDRESS",
@@ -63,5 +64,6 @@ def demo(
     )
     output.say(
         f"{namespace_objects(repo)} objects left under data/. Explore with: "
-        f"lakegc --metastore {metastore} gc runs lakegc://demo"
+        f"lakegc --metastore {metastore} gc runs lakegc://demo, or ask why an object stays: "
+        f"lakegc --metastore {metastore} gc explain lakegc://demo/main/events/part-0"
     )

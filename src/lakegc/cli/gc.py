@@ -12,9 +12,10 @@ import typer
 from lakegc import api
 from lakegc.cli import output
 from lakegc.cli.main import new_app, state
+from lakegc.cli.plot import check_target, plot_curve
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
-from lakegc.engine.report import summary_rows
+from lakegc.engine.report import summary_rows, top_tables
 from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
@@ -27,6 +28,22 @@ MASTER = typer.Option(None, "--master", help="Spark master URL (default: the set
 CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
 LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
+MIN_AGE = typer.Option(
+    None,
+    "--min-age",
+    help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
+    "(P7D); default 24h (or the settings file's gc.min_age).",
+)
+CUTOFF = typer.Option(
+    [],
+    "--cutoff",
+    help="REGEX=POLICY (repeatable), overriding the stored rules (path rules too): the regex matches "
+    "whole branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
+    "a date (ISO 8601) or NONE.",
+)
+DEFAULT_CUTOFF = typer.Option(
+    None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."
+)
 
 
 def _repo_uri(uri: str) -> str:
@@ -56,7 +73,7 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     if rules is None:
         output.fail(f"no GC rules set for repository {repo!r} (GC keeps every commit)")
     if as_json:
-        output.emit_json(rules.model_dump())
+        output.emit_json(rules.to_doc())
     else:
         output.table(
             "BRANCH",
@@ -64,6 +81,7 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
             rows=[
                 ["(default)", rules.default_retention_days],
                 *[[b.branch_id, b.retention_days] for b in rules.branches],
+                *[[f"path {p.glob}", p.retention_days] for p in rules.path_rules],
             ],
         )
 
@@ -88,23 +106,10 @@ def run(
     uri: str,
     dry_run: bool = typer.Option(False, "--dry-run", help="Mark and report; delete nothing."),
     mark_only: bool = typer.Option(False, "--mark-only", help="Stop at 'marked'; sweep later with `gc sweep`."),
-    min_age: str | None = typer.Option(
-        None,
-        "--min-age",
-        help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
-        "(P7D); default 24h (or the settings file's gc.min_age).",
-    ),
+    min_age: str | None = MIN_AGE,
     clean: bool = typer.Option(False, "--clean", help="Ignore earlier runs."),
-    cutoff: list[str] = typer.Option(
-        [],
-        "--cutoff",
-        help="REGEX=POLICY (repeatable), overriding the stored rules: the regex matches whole "
-        "branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
-        "a date (ISO 8601) or NONE.",
-    ),
-    default_cutoff: str | None = typer.Option(
-        None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."
-    ),
+    cutoff: list[str] = CUTOFF,
+    default_cutoff: str | None = DEFAULT_CUTOFF,
     master: str | None = MASTER,
     conf: list[str] = CONF,
     inventory: str | None = typer.Option(
@@ -113,6 +118,13 @@ def run(
         metavar="MANIFEST",
         help="List the namespace from this S3 Inventory manifest.json (a path or s3://...) instead of listing "
         "it; slices written since it was taken are listed directly. Refused when older than --min-age.",
+    ),
+    curve: str | None = typer.Option(
+        None,
+        "--curve",
+        metavar="R1,R2,...",
+        help="Also compute the retention curve for these durations (as `gc simulate`; one more pass) "
+        "and show it in the run's report.",
     ),
     as_json: bool = JSON,
 ) -> None:
@@ -129,6 +141,7 @@ def run(
             cutoffs=tuple(cutoff),
             default_cutoff=default_cutoff,
             inventory=inventory,
+            curve=tuple(curve.split(",")) if curve is not None else (),
             master=master,
             conf=parse_conf(conf),
             progress=phase,
@@ -140,6 +153,121 @@ def run(
             f"Marked, nothing deleted. To delete the candidates: lakegc {metastore}gc sweep "
             f"lakegc://{name} {summary.run_id}"
         )
+
+
+@app.command(
+    "explain",
+    epilog="Examples: lakegc gc explain lakegc://lake/main/logs/2026-01-01.json · lakegc gc explain "
+    "lakegc://lake --address data/17645.../0b4f... --json",
+)
+def explain(
+    ctx: typer.Context,
+    uri: str = typer.Argument(..., metavar="URI", help="lakegc://REPO/REF/PATH, or lakegc://REPO with --address."),
+    address: str | None = typer.Option(
+        None, "--address", metavar="ADDR", help="A physical address: a full location or a key of the namespace."
+    ),
+    min_age: str | None = MIN_AGE,
+    cutoff: list[str] = CUTOFF,
+    default_cutoff: str | None = DEFAULT_CUTOFF,
+    as_json: bool = JSON,
+) -> None:
+    """Why a `gc run` started now, with these options, would keep or collect the object: its verdict
+    (keep, collect, deleted, outside) and every reason. Deletes nothing, records no run."""
+    target = parse_uri(uri)
+    if address is not None and target.ref:
+        raise InvalidArgument(f"invalid URI {uri!r}: with --address, expected lakegc://REPO")
+    if address is None and not target.path:
+        raise InvalidArgument(f"invalid URI {uri!r}: expected lakegc://REPO/REF/PATH, or lakegc://REPO --address ADDR")
+    found = api.explain(
+        target.repo,
+        target.ref,
+        target.path if address is None else None,
+        address=address,
+        metastore=state(ctx).lake,
+        min_age=min_age,
+        cutoffs=tuple(cutoff),
+        default_cutoff=default_cutoff,
+    )
+    if as_json:
+        output.emit_json(mask_doc(found.to_json()))
+        return
+    print_explanation(found)
+
+
+def print_explanation(found: api.Explanation) -> None:
+    """The verdict on one line, then a table of the reasons with their evidence."""
+    verdict = str(found.verdict).upper()
+    if found.deleted_by:
+        verdict += f" by run {found.deleted_by}"
+    output.say(f"{verdict}  {found.address}")
+    if found.reasons:
+        output.table("REASON", "COMMIT", "REF", "PATH", "UNTIL / SINCE", "DETAIL", rows=explanation_rows(found))
+    if found.policy:
+        output.say(f"policy: {found.policy}")
+
+
+def explanation_rows(found: api.Explanation) -> list[list[str]]:
+    rows = []
+    for r in found.reasons:
+        moment = r.retained_until or r.expired_at or r.expires_at or r.copied_at or r.mtime
+        ref = r.tag and f"tag {r.tag}" or r.branch or ("(dangling)" if r.kind in ("commit", "expired") else "")
+        detail = {
+            "commit": "retained" + ("" if r.retained_until else " while nothing changes"),
+            "young": f"younger than --min-age {r.min_age}",
+            "expired": "expired",
+            "unreferenced": "no commit, staged entry, copy or token names it",
+            "outside": r.why or "",
+        }.get(r.kind, "")
+        if r.rule:
+            detail += f" (path rule {r.rule})"
+        rows.append([r.kind, (r.commit or "")[:12], ref, r.path or "", output.when(moment) if moment else "", detail])
+    return rows
+
+
+@app.command(
+    "simulate",
+    epilog="Example: lakegc gc simulate lakegc://lake --retention 1d,7d,14d,30d,90d --plot curve.png",
+)
+def simulate(
+    ctx: typer.Context,
+    uri: str,
+    retention: str = typer.Option(
+        ..., "--retention", metavar="R1,R2,...", help="Retentions to try, comma-separated durations (1d,7d,30d)."
+    ),
+    min_age: str | None = MIN_AGE,
+    plot: str | None = typer.Option(None, "--plot", metavar="FILE.png", help="Also draw the curve as a PNG."),
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
+) -> None:
+    """The retention curve: for each retention, what `gc run --dry-run --clean --default-cutoff R`
+    would collect, all from one pass over the lake. Deletes nothing, records no run."""
+    name = _repo_uri(uri)
+    if plot:
+        check_target(plot)
+    with progress(f"simulating retentions for {name}", as_json=as_json) as phase:
+        curve = api.simulate(
+            name,
+            retention.split(","),
+            metastore=state(ctx).lake,
+            min_age=min_age,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+        )
+    drawn = plot_curve(curve, plot) if plot else None
+    if as_json:
+        output.emit_json(curve.to_json())
+        return
+    output.table(
+        "RETENTION",
+        "CANDIDATES",
+        "BYTES",
+        rows=[[p.retention, p.num_candidates, p.bytes] for p in curve.points],
+        title=f"{name}: what a run would collect, by retention (objects older than {output.when(curve.cutoff_time)})",
+    )
+    if drawn:
+        output.say(f"plot: {drawn}")
 
 
 @app.command("sweep", epilog="Example: lakegc gc sweep lakegc://lake 20261126T140638")
@@ -186,12 +314,27 @@ def show(
     print_run(found, as_json)
 
 
-@app.command("candidates", epilog="Example: lakegc gc candidates lakegc://lake 20261126T1406 --limit 20")
+@app.command(
+    "candidates",
+    epilog="Examples: lakegc gc candidates lakegc://lake 20261126T1406 --limit 20 · lakegc gc candidates "
+    "lakegc://lake 20261126T1406 --prefix logs/ --reason expired",
+)
 def candidates(
-    ctx: typer.Context, uri: str, run_id: str = RUN_ID, as_json: bool = JSON, limit: int | None = LIMIT
+    ctx: typer.Context,
+    uri: str,
+    run_id: str = RUN_ID,
+    prefix: str | None = typer.Option(None, "--prefix", help="Only those an expired commit held under this path."),
+    branch: str | None = typer.Option(None, "--branch", help="Only those whose commit expired on this branch."),
+    reason: str | None = typer.Option(None, "--reason", help="Only those of this reason: expired or uncommitted."),
+    as_json: bool = JSON,
+    limit: int | None = LIMIT,
 ) -> None:
-    """The deletion candidates a run marked (address, size, mtime, reason)."""
-    print_candidates(api.candidates(_repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit), as_json)
+    """The deletion candidates a run marked (address, size, mtime, reason, and for committed garbage
+    the path, commit and branch that held it)."""
+    found = api.candidates(
+        _repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit, prefix=prefix, branch=branch, reason=reason
+    )
+    print_candidates(found, as_json, named=True)
 
 
 # -- shared with the connectors' commands ----------------------------------------------------------
@@ -201,6 +344,8 @@ def print_run(found: Run, as_json: bool) -> None:
         return
     what = "GC run" if found.kind == "repository" else f"{found.kind} GC run"
     output.table("", "", rows=summary_rows(found), title=f"{what} {found.run_id} · {found.target}")
+    for title, header, rows in top_tables(found):
+        output.table(*header, rows=rows, title=title)
 
 
 def print_runs(found: list[Run], as_json: bool) -> None:
@@ -230,14 +375,24 @@ def print_runs(found: list[Run], as_json: bool) -> None:
     )
 
 
-def print_candidates(rows: Iterator[api.Candidate], as_json: bool) -> None:
-    """Streamed: the driver never holds them all (a JSON list written element by element)."""
+def print_candidates(rows: Iterator[api.Candidate], as_json: bool, named: bool = False) -> None:
+    """Streamed: the driver never holds them all (a JSON list written element by element). `named`:
+    a repository run's, with the path, commit and branch that held each."""
     if as_json:
         sys.stdout.write("[")
         for i, c in enumerate(rows):
             doc = {"address": c.address, "size": c.size, "mtime": c.mtime.isoformat(), "reason": c.reason}
+            if named:
+                doc |= {"path": c.path, "commit": c.commit, "branch": c.branch}
             sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))
         sys.stdout.write("\n]\n")
+        return
+    if named:
+        output.table(
+            "ADDRESS", "SIZE", "MTIME", "REASON", "PATH", "COMMIT", "BRANCH",
+            rows=[[c.address, c.size, output.when(c.mtime), c.reason, c.path or "", (c.commit or "")[:12],
+                   c.branch or ""] for c in rows],
+        )  # fmt: skip
         return
     output.table(
         "ADDRESS", "SIZE", "MTIME", "REASON", rows=[[c.address, c.size, output.when(c.mtime), c.reason] for c in rows]

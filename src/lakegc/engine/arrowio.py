@@ -28,10 +28,12 @@ def read_parquet(spark: SparkSession, storage: Storage, keys: list[str], schema:
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
     from lakegc.engine.spark import work_items
 
+    columns = [column.split()[0] for column in schema.split(",")]  # files may hold more (named candidates)
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                yield from read_table(storage, keys[index]).to_batches(max_chunksize=65_536)
+                yield from read_table(storage, keys[index], columns).to_batches(max_chunksize=65_536)
 
     return work_items(spark, len(keys), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
 

@@ -75,6 +75,38 @@ def summary_rows(run: Run) -> list[list[object]]:
     return rows
 
 
+TOP_TITLES = {
+    "prefixes": "Top prefixes (path folders) by candidate bytes",
+    "branches": "Top branches by candidate bytes",
+    "commits": "Commits whose expiry freed the most",
+}
+
+
+def top_tables(run: Run) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The run's top lists (what holds its candidates' bytes) as (title, header, rows) tables, for
+    the CLI and the report alike; none for a run that did not name its candidates."""
+    tables = []
+    for name, title in TOP_TITLES.items():
+        rows = run.top.get(name) or []
+        if not rows:
+            continue
+        if name == "commits":
+            header = ["COMMIT", "BRANCH", "CREATED", "CANDIDATES", "BYTES"]
+            body = [
+                [r["name"], r.get("branch") or "", shown_time(r.get("created")), f"{r['candidates']:,}",
+                 human_bytes(r["bytes"])]
+                for r in rows
+            ]  # fmt: skip
+        else:
+            header = [name[:-2].upper() if name == "prefixes" else "BRANCH", "CANDIDATES", "BYTES"]
+            body = [[r["name"], f"{r['candidates']:,}", human_bytes(r["bytes"])] for r in rows]
+        tables.append((title, header, body))
+    if run.retention_curve:
+        body = [[p["retention"], f"{p['num_candidates']:,}", human_bytes(p["bytes"])] for p in run.retention_curve]
+        tables.append(("Retention curve: what a run would collect", ["RETENTION", "CANDIDATES", "BYTES"], body))
+    return tables
+
+
 def listed_text(run: Run) -> str:
     """How many objects a run judged, and how many it kept for being younger than its cutoff."""
     if not run.num_young:
@@ -128,6 +160,13 @@ def render_report(run: Run) -> str:
     ]
     if run.kind == "repository":  # its candidates by slice age and reason: the reasons' bars are there
         parts += ["<h2>Candidates by slice age</h2>", _candidate_ages(run.candidate_ages)]
+        for title, header, rows in top_tables(run):
+            parts += [
+                f"<h2>{escape(title)}</h2>",
+                html_table([h.lower() for h in header], rows, numeric={len(header) - 2, len(header) - 1}),
+            ]
+        if run.retention_curve:
+            parts.append(curve_svg(run.retention_curve))
     else:
         parts.append(
             bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())])
@@ -243,6 +282,37 @@ def _position(days: float) -> float:
         if high is None or days < high:
             return i + (min(1.0, (days - low) / (high - low)) if high else 0.0)
     return float(len(BUCKETS_DAYS))
+
+
+def curve_svg(points: list[dict[str, Any]], width: int = 640, height: int = 220) -> str:
+    """Bytes a run would free against retention (days): a line through the points, labelled."""
+    ordered = sorted(points, key=lambda p: p["seconds"])
+    left, right, top, bottom = 70, 20, 20, 40
+    span_x = max((p["seconds"] for p in ordered), default=1) or 1
+    span_y = max((p["bytes"] for p in ordered), default=1) or 1
+
+    def xy(p: dict[str, Any]) -> tuple[float, float]:
+        x = left + (width - left - right) * p["seconds"] / span_x
+        return x, top + (height - top - bottom) * (1 - p["bytes"] / span_y)
+
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in map(xy, ordered))
+    shapes = [
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#8c959f"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#8c959f"/>',
+        f'<polyline points="{line}" fill="none" stroke="#0969da" stroke-width="2"/>',
+        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end">{escape(human_bytes(span_y))}</text>',
+        f'<text x="{(width + left) / 2}" y="{height - 8}" text-anchor="middle">retention</text>',
+    ]
+    for p in ordered:
+        x, y = xy(p)
+        shapes += [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="#0969da"/>',
+            f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">{escape(str(p["retention"]))}</text>',
+        ]
+    return (
+        f'<svg role="img" aria-label="retention curve" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">{"".join(shapes)}</svg>'
+    )
 
 
 def bars_svg(items: list[tuple[str, float, str]], unit: str = "") -> str:

@@ -125,6 +125,11 @@ class Run:
     refs_sha256: str | None = None  # the run's reference set manifest (gc.refset), as written
     object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (engine.ages)
     candidate_ages: list[dict[str, Any]] = field(default_factory=list)  # candidates by slice age and reason
+    # what holds the candidates' bytes (repogc.names): {"prefixes", "branches", "commits": [{name, candidates, bytes}]}
+    top: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    retention_curve: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # gc run --curve: the points, as simulate gives them
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -175,6 +180,8 @@ _REPOSITORY_ONLY = {
     "num_revived",
     "mark_only",
     "policy",
+    "top",
+    "retention_curve",
 }
 _CONNECTOR_ONLY = {"settings", "details"}
 

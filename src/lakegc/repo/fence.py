@@ -29,13 +29,13 @@ delete batch checks the deadline its lease guaranteed (see `sweep`). `gc set-con
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lakegc.errors import LakegcError
 from lakegc.retention.active import active_commits
-from lakegc.retention.rules import PolicyOf, parse_rules, resolve_policies
+from lakegc.retention.rules import Policies, parse_rules, resolve_policies
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -46,15 +46,27 @@ class FencedByGc(LakegcError):
     """A change refused because a running sweep may be deleting what it would bring back."""
 
 
-def raise_fence(tx: Tx, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
-    """Raise the fence of a sweep, in the write transaction `tx`; returns the commits active now
-    (the re-check protects them). `params` are the run's recorded parameters (cutoffs,
-    default_cutoff, now)."""
+def raise_fence(
+    tx: Tx, run_id: str, marked_active: set[str], params: dict[str, Any], marked_by_rule: Sequence[set[str]] = ()
+) -> list[set[str]]:
+    """Raise the fence of a sweep, in the write transaction `tx`; returns the commits active now,
+    per path class (the branches' policies, then each path rule's; the re-check protects them).
+    `params` are the run's recorded parameters (cutoffs, default_cutoff, now); `marked_by_rule` the
+    commits the mark found active under each path rule (missing ones count as none: safe)."""
     graph = tx.commit_graph()
-    active = active_commits(graph.commits, graph.branches, _policy_of(tx, params), graph.tags)
-    expired = sorted(set(graph.commits) - active - marked_active)
-    tx.put_fence(run_id, expired, {k: params[k] for k in ("cutoffs", "default_cutoff", "now")}, utcnow())
+    classes = _policies(tx, params).classes()
+    marked = [marked_active, *(_nth(marked_by_rule, k) for k in range(len(classes) - 1))]
+    active = [active_commits(graph.commits, graph.branches, of, graph.tags) for of in classes]
+    expired = [sorted(set(graph.commits) - now - then) for now, then in zip(active, marked)]
+    kept = {k: params[k] for k in ("cutoffs", "default_cutoff", "now")}
+    if len(classes) > 1:
+        kept["expired_by_class"] = expired
+    tx.put_fence(run_id, sorted({c for e in expired for c in e}), kept, utcnow())
     return active
+
+
+def _nth(sets: Sequence[set[str]], k: int) -> set[str]:
+    return sets[k] if k < len(sets) else set()
 
 
 def check(
@@ -77,7 +89,11 @@ def check(
         name, commit_id = branch
         graph = tx.commit_graph()
         heads = {**graph.branches, name: commit_id}
-        revived = active_commits(graph.commits, heads, _policy_of(tx, row.parameters), graph.tags) & expired
+        by_class = [set(e) for e in row.parameters.get("expired_by_class", [])] or [expired]
+        classes = _policies(tx, row.parameters).classes()
+        revived = set().union(
+            *(active_commits(graph.commits, heads, of, graph.tags) & gone for of, gone in zip(classes, by_class))
+        )
         if revived:
             raise FencedByGc(
                 f"{why}: branch {name!r} at {commit_id[:12]} would keep {len(revived)} of them "
@@ -85,7 +101,7 @@ def check(
             )
 
 
-def _policy_of(tx: Tx, params: dict[str, Any]) -> PolicyOf:
+def _policies(tx: Tx, params: dict[str, Any]) -> Policies:
     """The run's policies, from its recorded parameters and the stored rules (unchanged while the
     fence stands)."""
     import json
@@ -94,4 +110,4 @@ def _policy_of(tx: Tx, params: dict[str, Any]) -> PolicyOf:
     rules = None if doc is None else parse_rules(json.dumps(doc))
     return resolve_policies(
         rules, tuple(params["cutoffs"]), params["default_cutoff"], datetime.fromisoformat(params["now"])
-    ).policy_of
+    )

@@ -11,14 +11,14 @@ whatever stores its commits and staging (`RepositoryGcSource` reads them from th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from lakegc.errors import LakegcError
+from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.repo import fence
 from lakegc.repo.model import CommitGraph
 from lakegc.repo.slices import SliceWindow
@@ -62,6 +62,17 @@ class Snapshot:
     staging: StagingVersion
 
 
+@dataclass(frozen=True)
+class UncommittedRef:
+    """One uncommitted reference to an object: a staged entry (`branch`, `path`), a copy record
+    (`when`: copied at) or an address token (`branch`, `path`, `when`: it expires)."""
+
+    source: str  # staged | copy | token
+    branch: str | None = None
+    path: str | None = None
+    when: datetime | None = None
+
+
 Write = Callable[[Iterator[pa.RecordBatch]], int]  # stores UNCOMMITTED batches, returns the rows stored
 
 
@@ -89,8 +100,15 @@ class GcSource(Protocol):
         committed, never as neither."""
         ...
 
-    def raise_fence(self, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
-        """Fence a sweep (`repo.fence`); returns the commits active now."""
+    def references_to(self, now: datetime, key: str) -> tuple[list[UncommittedRef], CommitGraph]:
+        """The uncommitted references to the namespace key `key` and the commit graph, read as
+        `snapshot` reads them (one transaction, that order): what `gc explain` judges one object by."""
+        ...
+
+    def raise_fence(
+        self, run_id: str, marked_active: set[str], params: dict[str, Any], marked_by_rule: Sequence[set[str]] = ()
+    ) -> list[set[str]]:
+        """Fence a sweep (`repo.fence`); returns the commits active now, per path class."""
         ...
 
     def lower_fence(self, run_id: str | None = None) -> None:
@@ -111,6 +129,17 @@ def namespace_key(namespace: str, address: str, kind: str) -> str | None:
         return namespace_key_of(namespace, normalize_location(address))
     except LakegcError:  # an unparsable external address references nothing of ours
         return None
+
+
+def address_key(namespace: str, address: str) -> str | None:
+    """A physical address as given by a user: a full location (`s3://...`, `file:///...`, `/abs`),
+    its namespace key or None when it lies outside; anything else is a key of the namespace."""
+    if "://" in address or address.startswith("/"):
+        return namespace_key_of(namespace, normalize_location(address))  # a bad location is an error here
+    parts = address.split("/")
+    if not address or any(part in ("", ".", "..") for part in parts):
+        raise InvalidArgument(f"invalid address {address!r}: a full location or a key of the namespace (data/...)")
+    return address
 
 
 class RepositoryGcSource:
@@ -148,9 +177,24 @@ class RepositoryGcSource:
             graph = tx.commit_graph()
         return Snapshot(count, graph, staging)
 
-    def raise_fence(self, run_id: str, marked_active: set[str], params: dict[str, Any]) -> set[str]:
+    def references_to(self, now: datetime, key: str) -> tuple[list[UncommittedRef], CommitGraph]:
+        found: list[UncommittedRef] = []
+        with self.repo.store.read() as tx:
+            for source, result in tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None, detail=True):
+                for rows in result.partitions(_BATCH):
+                    found += [
+                        UncommittedRef(source, branch, path, when)
+                        for address, kind, branch, path, when in rows
+                        if namespace_key(self.namespace, address, kind) == key
+                    ]
+            graph = tx.commit_graph()
+        return found, graph
+
+    def raise_fence(
+        self, run_id: str, marked_active: set[str], params: dict[str, Any], marked_by_rule: Sequence[set[str]] = ()
+    ) -> list[set[str]]:
         with self.repo.store.write() as tx:
-            return fence.raise_fence(tx, run_id, marked_active, params)
+            return fence.raise_fence(tx, run_id, marked_active, params, marked_by_rule)
 
     def lower_fence(self, run_id: str | None = None) -> None:
         with self.repo.store.write() as tx:

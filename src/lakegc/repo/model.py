@@ -78,7 +78,12 @@ class CommitGraph:
     commits: dict[str, CommitNode]
     metaranges: dict[str, str]  # commit id -> metarange id
     branches: dict[str, str]  # branch -> HEAD commit id
-    tags: list[str]  # tagged commit ids
+    tag_names: dict[str, str]  # tag -> commit id
+
+    @property
+    def tags(self) -> list[str]:
+        """The tagged commit ids."""
+        return list(self.tag_names.values())
 
 
 # A set of edits to a tree: path -> new entry, or None to remove the path.

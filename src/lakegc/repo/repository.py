@@ -204,7 +204,7 @@ class Repository:
     def set_gc_rules(self, rules: GcRules) -> None:
         with self.store.write() as tx:
             fence.check(tx, rules_change=True)
-            tx.set_gc_rules_doc(rules.model_dump())
+            tx.set_gc_rules_doc(rules.to_doc())
 
     def delete_gc_rules(self) -> bool:
         """Remove the rules; False when there were none."""

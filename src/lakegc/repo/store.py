@@ -125,7 +125,7 @@ class Tx:
             {r.id: CommitNode(tuple(r.parents), r.creation_date) for r in rows},
             {r.id: r.metarange_id for r in rows},
             self.branch_heads(),
-            self.tagged_commits(),
+            {tag.name: tag.commit_id for tag in self.tags()},
         )
 
     def metaranges(self) -> set[str]:
@@ -191,9 +191,6 @@ class Tx:
     def tags(self) -> list[Tag]:
         rows = self.conn.execute(sa.select(t.tags).where(self._of(t.tags)).order_by(t.tags.c.name)).all()
         return [Tag(r.name, r.commit_id) for r in rows]
-
-    def tagged_commits(self) -> list[str]:
-        return list(self.conn.execute(sa.select(t.tags.c.commit_id).where(self._of(t.tags))).scalars())
 
     def insert_tag(self, name: str, commit_id: str) -> None:
         self.conn.execute(t.tags.insert().values(repository=self.repository, name=name, commit_id=commit_id))
@@ -352,39 +349,33 @@ class Tx:
             sa.select(t.repositories.c.staging_version).where(t.repositories.c.name == self.repository)
         ).scalar_one()
 
-    def uncommitted_addresses(self, now: datetime, copy_window: Any, since: int | None) -> list[tuple[str, Any]]:
+    def uncommitted_addresses(
+        self, now: datetime, copy_window: Any, since: int | None, *, detail: bool = False
+    ) -> list[tuple[str, Any]]:
         """Streams of (address, kind) rows: staged entries (not tombstones), copy records younger
         than `copy_window`, unexpired tokens; with `since`, only what was staged or copied after
-        that staging version (tokens: all, they are few)."""
+        that staging version (tokens: all, they are few). With `detail`, each row also has the
+        branch, the path and the moment that says why it counts (copied at, token expiry)."""
         staged_after = [] if since is None else [t.staged_entries.c.version > since]
         copied_after = [] if since is None else [t.copy_records.c.version > since]
+        none = sa.null()
+        staged, copies, tokens = t.staged_entries.c, t.copy_records.c, t.address_tokens.c
+        columns = {
+            "staged": [staged.address, staged.address_kind],
+            "copy": [copies.address, sa.literal("relative")],
+            "token": [tokens.address, sa.literal("relative")],
+        }
+        if detail:
+            columns["staged"] += [staged.branch, staged.path, none]
+            columns["copy"] += [none, none, copies.created_at]
+            columns["token"] += [tokens.branch, tokens.path, tokens.expires_at]
         streaming = self.conn.execution_options(stream_results=True)
-        return [
-            (
-                "staged",
-                streaming.execute(
-                    sa.select(t.staged_entries.c.address, t.staged_entries.c.address_kind).where(
-                        self._of(t.staged_entries), t.staged_entries.c.tombstone.is_(False), *staged_after
-                    )
-                ),
-            ),
-            (
-                "copy",
-                streaming.execute(
-                    sa.select(t.copy_records.c.address, sa.literal("relative")).where(
-                        self._of(t.copy_records), t.copy_records.c.created_at > now - copy_window, *copied_after
-                    )
-                ),
-            ),
-            (
-                "token",
-                streaming.execute(
-                    sa.select(t.address_tokens.c.address, sa.literal("relative")).where(
-                        self._of(t.address_tokens), t.address_tokens.c.expires_at > now
-                    )
-                ),
-            ),
-        ]
+        where = {
+            "staged": [self._of(t.staged_entries), staged.tombstone.is_(False), *staged_after],
+            "copy": [self._of(t.copy_records), copies.created_at > now - copy_window, *copied_after],
+            "token": [self._of(t.address_tokens), tokens.expires_at > now],
+        }
+        return [(source, streaming.execute(sa.select(*columns[source]).where(*where[source]))) for source in columns]
 
     def fence_row(self) -> sa.Row | None:
         return self.conn.execute(sa.select(t.gc_fences).where(self._of(t.gc_fences))).first()

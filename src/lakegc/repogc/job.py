@@ -7,6 +7,7 @@ so before any deletion. Under spark-submit, see `lakegc.submit`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -23,8 +24,9 @@ from lakegc.repogc.incremental import Plan, plan
 from lakegc.repogc.inventory_format import load_inventory
 from lakegc.repogc.lease import LEASE_TTL, Lease
 from lakegc.repogc.mark import mark
-from lakegc.repogc.outputs import ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
+from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
+from lakegc.repogc.simulate import parse_retentions, retention_curve
 from lakegc.repogc.sweep import sweep
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
@@ -50,6 +52,7 @@ class GcOptions:
     master: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
     inventory: str | None = None  # an S3 Inventory manifest.json to list the namespace from
+    curve: tuple[str, ...] = ()  # retentions whose retention curve the run also computes (see `simulate`)
 
 
 def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime) -> Policies:
@@ -83,6 +86,7 @@ def run_gc(
         raise InvalidArgument("--min-age must not be negative")
     now = utcnow()
     policies = resolve_policies(source, options.cutoffs, options.default_cutoff, now)
+    curve = parse_retentions(list(options.curve)) if options.curve else []
     check_namespace(source)
     starting = None if spark is not None else _start_spark(options)  # the JVM starts during the rest of the preflight
     inventory = load_inventory(options.inventory, source.namespace, now, options.min_age) if options.inventory else None
@@ -91,7 +95,7 @@ def run_gc(
     recorder = Recorder(log, run_folder(source.storage, run_id))
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
-        chosen = plan_run(log, source, options, policies.described)
+        chosen = plan_run(log, source, options, policies)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
         run = Run(
@@ -121,9 +125,12 @@ def run_gc(
         )
         timed = PhaseTimer(run, phase)
         with recorder.recording(run):
-            result = mark(
-                spark, source, run_id, chosen, policies.policy_of, now, options.min_age, timed, inventory=inventory
-            )
+            result = mark(spark, source, run_id, chosen, policies, now, options.min_age, timed, inventory=inventory)
+            if curve:
+                in_curve = lambda name, detail="": timed(f"retention curve: {name}", detail)  # noqa: E731
+                run.retention_curve = retention_curve(spark, source, curve, now, options.min_age, in_curve).to_json()[
+                    "points"
+                ]
             timed.stop()
             run.num_listed, run.num_young = result.num_listed, result.num_young
             run.record_counts(result.candidates)
@@ -131,20 +138,24 @@ def run_gc(
             run.num_slices_listed, run.num_slices_skipped = result.slices_listed, result.slices_skipped
             run.num_rechecked, run.refs_sha256 = result.num_rechecked, result.refs_sha256
             run.object_ages, run.candidate_ages = result.object_ages, result.candidate_ages
+            run.top = result.top
             recorder.transition(run, RunState.MARKED)
         if options.dry_run or options.mark_only:
             return run
         return _sweep(log, recorder, source, run, phase, spark, lease)
 
 
-def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policy: str) -> Plan:
+def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policies: Policies) -> Plan:
     """Clean or incremental (see `incremental.plan`), with the base run's settled slices and its
-    reference set; clean, saying why, when that set cannot be used."""
+    reference set; clean, saying why, when that set cannot be used. Path rules make every run
+    clean: an incremental run moves one count per address forward, and they need one per rule."""
+    if policies.path_rules and not options.clean:
+        return Plan("clean", "path rules: every run is clean")
 
     def missing(run: Run) -> list[str]:
         return [name for name in BASE_OUTPUTS if not source.storage.exists(run_prefix(run.run_id) + name)]
 
-    chosen = plan(log.list(), options.clean, policy, options.min_age.total_seconds(), missing)
+    chosen = plan(log.list(), options.clean, policies.described, options.min_age.total_seconds(), missing)
     if chosen.base is None:
         return chosen
     base = chosen.base.run_id
@@ -197,24 +208,25 @@ def _sweep(
 ) -> Run:
     _, params = log.get(run.run_id)
     marked_now = datetime.fromisoformat(params["now"])
-    policy_of = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now).policy_of
+    policies = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
     recorder.transition(run, RunState.SWEEPING)
     timed = PhaseTimer(run, phase)
     with recorder.recording(run):
         timed("re-checking and deleting candidates", f"{run.num_candidates} candidates")
-        marked_active = set(json.loads(source.storage.read(run_prefix(run.run_id) + ACTIVE_COMMITS)))
-        fenced_active = source.raise_fence(run.run_id, marked_active, params)
+        changed = policies.described != run.policy and (bool(policies.path_rules) or "path_rules" in run.policy)
+        marked_active = _marked_active(source, run, len(policies.path_rules), changed)
+        fenced_active = source.raise_fence(run.run_id, marked_active[0], params, marked_active[1:])
         try:
             swept = sweep(
                 spark,
                 source,
                 run.run_id,
-                policy_of,
+                policies,
                 marked_active,
                 marked_now,
                 fenced_active,
                 before_delete=lambda: _deadline(lease),
-                refs_sha256=run.refs_sha256,
+                refs_sha256=None if changed else run.refs_sha256,  # counted under other path rules: not reused
             )
         finally:
             source.lower_fence(run.run_id)
@@ -228,6 +240,23 @@ def _sweep(
             )
         recorder.transition(run, RunState.SWEPT)
     return run
+
+
+def _marked_active(source: GcSource, run: Run, rules: int, changed: bool) -> list[set[str]]:
+    """The commits the mark found active, per path class (the branches' policies, then `rules`
+    path rules). Path rules `changed` since the mark (added, removed or edited: an entry's class
+    may differ now) count as nothing active at the mark, in every class: the sweep then re-reads
+    every entry that is live now instead of trusting a judgement made under other rules (safe,
+    and slower)."""
+    prefix = run_prefix(run.run_id)
+    classes = 1 + rules
+    if changed:
+        return [set() for _ in range(classes)]
+    marked = [set(json.loads(source.storage.read(prefix + ACTIVE_COMMITS)))]
+    if classes > 1:
+        with contextlib.suppress(LakegcError, OSError, ValueError):
+            marked += [set(c) for c in json.loads(source.storage.read(prefix + ACTIVE_BY_PATH_RULE))]
+    return marked if len(marked) == classes else [set() for _ in range(classes)]
 
 
 def _deadline(lease: Lease) -> float:

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 ROOT = ""  # the pseudo-slice standing for the namespace root's own files
 
 
+def is_listed(key: str) -> bool:
+    """Whether a run lists the namespace key: a file of a slice (`data/<slice>/...`, any depth) or
+    of the namespace root itself. Nothing else is ever a candidate (`_lakegc/` above all)."""
+    return "/" not in key or (key.startswith(DATA_PREFIX) and "/" in key[len(DATA_PREFIX) :])
+
+
 def slices(storage: Storage) -> list[str]:
     """Slice names, newest first (their names sort that way)."""
     return storage.list_dirs(DATA_PREFIX)

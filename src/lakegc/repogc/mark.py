@@ -37,12 +37,22 @@ from lakegc.repo.gc_source import GcSource
 from lakegc.repogc.incremental import Plan, newly_settled
 from lakegc.repogc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.repogc.listing import slices
-from lakegc.repogc.outputs import ACTIVE_COMMITS, SETTLED, STAGING, output_keys, run_folder, run_prefix, uncommitted_key
+from lakegc.repogc.names import branches_of, commit_ranks, name_candidates, top_lists
+from lakegc.repogc.outputs import (
+    ACTIVE_BY_PATH_RULE,
+    ACTIVE_COMMITS,
+    SETTLED,
+    STAGING,
+    output_keys,
+    run_folder,
+    run_prefix,
+    uncommitted_key,
+)
 from lakegc.repogc.references import UNCOMMITTED_DDL, snapshot_uncommitted
 from lakegc.repogc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
 from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
-from lakegc.retention.active import active_commits
-from lakegc.retention.rules import PolicyOf
+from lakegc.retention.active import decide_commits
+from lakegc.retention.rules import Policies
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
@@ -65,6 +75,7 @@ class MarkResult:
     object_ages: list[dict[str, Any]]
     candidate_ages: list[dict[str, Any]]
     refs_sha256: str  # the reference set's manifest, for the run's record
+    top: dict[str, list[dict[str, Any]]]  # the top prefixes, branches and commits by bytes (`names`)
 
 
 def mark(
@@ -72,7 +83,7 @@ def mark(
     source: GcSource,
     run_id: str,
     plan: Plan,
-    policy_of: PolicyOf,
+    policies: Policies,
     now: datetime,
     min_age: timedelta,
     phase: Phase,
@@ -98,8 +109,12 @@ def mark(
     storage.write(f"{prefix}{STAGING}", snapshot.staging.to_json())  # the sweep re-checks only what was staged after
 
     phase("choosing active commits", f"{num_uncommitted} uncommitted references, {len(graph.commits)} commits")
-    active = active_commits(graph.commits, graph.branches, policy_of, graph.tags)
+    decisions = [decide_commits(graph.commits, graph.branches, of, graph.tags) for of in policies.classes()]
+    active, *by_path_rule = [decision.active for decision in decisions]
+    ranks, by_rank = commit_ranks(graph)
     storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
+    if by_path_rule:  # the sweep re-checks against what became active under each rule since
+        storage.write(f"{prefix}{ACTIVE_BY_PATH_RULE}", json.dumps([sorted(c) for c in by_path_rule]).encode())
     settled_now = plan.settled | newly_settled(to_list, windows, set(listed.young_slices), now, min_age)
     storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
@@ -107,12 +122,13 @@ def mark(
     num_rechecked = 0
     if plan.refs is None:
         phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
-        refs = build_clean(spark, storage, graph.metaranges, active)
+        paths = policies.paths if by_path_rule else None
+        refs = build_clean(spark, storage, graph.metaranges, active, by_path_rule, paths, ranks)
         _, refs_sha256 = persist(storage, prefix, refs)
         addresses = refs.addresses.drop("part")
     else:
         phase("reading what changed in committed trees", f"since run {plan.base.run_id}")  # type: ignore[union-attr]
-        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active)
+        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks)
         manifest, refs_sha256 = persist(storage, prefix, refs)
         judged = {"", *to_list}
         if plan.settled:  # nothing settled: every slice was listed, nothing to look up
@@ -131,10 +147,12 @@ def mark(
     phase("writing candidates", "the listing against the references")
     candidates = _candidates(objects, addresses, uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
+    candidates = name_candidates(candidates, refs.named, by_rank, branches_of(by_rank, decisions)).persist()
     counts, tallied = write_candidates(
         candidates, run_folder(storage, run_id), tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS)
     )  # counted as written
-    for df in [listing, *refs.cached]:
+    top = top_lists(candidates, {c: node.created.isoformat() for c, node in graph.commits.items()})
+    for df in [listing, candidates, *refs.cached]:
         df.unpersist()
     return MarkResult(
         listed.listed,
@@ -149,6 +167,7 @@ def mark(
         listed.ages,
         candidate_ages(tallied),
         refs_sha256,
+        top,
     )
 
 

@@ -17,6 +17,7 @@ from lakegc.storage import Storage
 
 RUNS_PREFIX = "_lakegc/gc/"
 ACTIVE_COMMITS = "active_commits.json"
+ACTIVE_BY_PATH_RULE = "active_by_path_rule.json"  # with path rules: the commits active under each rule
 SETTLED = "settled_slices.json"
 STAGING = "staging.json"
 UNCOMMITTED = "uncommitted/part-0.parquet"

@@ -9,6 +9,7 @@ does both in one read transaction).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from lakegc.engine.arrowio import write_driver_parquet
 from lakegc.engine.columns import ddl
 from lakegc.repo.gc_source import UNCOMMITTED, GcSource, Snapshot, StagingVersion, namespace_key
 from lakegc.repo.trees import read_metarange, read_range
+from lakegc.retention.paths import PathClasses
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ UNCOMMITTED_DDL = ddl(UNCOMMITTED)
 RANGES_DDL = "range_id string, min_path string, trees long"
 COUNTS_DDL = "address string, n long, fresh long"
 _DEDUP_ROWS = 1 << 18  # range entries summed together on an executor
+_LOOKUP_THREADS = 16  # tree files read at once by a lookup on the driver (I/O bound on S3)
 
 
 def snapshot_uncommitted(source: GcSource, key: str, now: datetime, since: StagingVersion | None = None) -> Snapshot:
@@ -42,53 +45,85 @@ def tree_ranges(spark: SparkSession, storage: Storage, trees: Mapping[str, int])
     weight; `trees` sums the weights of the trees holding the range (with weight 1 for an active
     tree and 0 for an expired one: how many active trees hold it). One pass over the metaranges
     serves both the active and the expired side of a run."""
+    return weighted_ranges(spark, storage, {mid: (weight,) for mid, weight in trees.items()}, ["trees"])
+
+
+def weighted_ranges(
+    spark: SparkSession,
+    storage: Storage,
+    trees: Mapping[str, tuple[int, ...]],
+    columns: list[str],
+    maxed: frozenset[str] = frozenset(),
+) -> DataFrame:
+    """`tree_ranges` with several weights per tree, one per column of `columns` (with path rules,
+    one per path class), each summed over the trees holding the range; the columns in `maxed` take
+    the largest instead (a rank: the newest tree holding the range)."""
     from pyspark.sql import functions as F
 
     from lakegc.engine.spark import work_items
 
     rows = sorted(trees.items())
+    aggregations = [(name, "max" if name in maxed else "sum") for name in columns]
 
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Most trees share most of their ranges: summed here, in Arrow, before Spark."""
+        """Most trees share most of their ranges: combined here, in Arrow, before Spark."""
         pending: list[pa.Table] = []
         count = 0
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                mid, weight = rows[index]
+                mid, weights = rows[index]
                 table = read_metarange(storage, mid).select(["range_id", "min_path"])  # verified whole
-                pending.append(table.append_column("trees", pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows)))
+                for name, weight in zip(columns, weights):
+                    table = table.append_column(name, pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows))
+                pending.append(table)
                 count += table.num_rows
                 if count >= _DEDUP_ROWS:
-                    yield from _summed_ranges(pending)
+                    yield from _combined(pending, ["range_id", "min_path"], aggregations)
                     pending, count = [], 0
         if pending:
-            yield from _summed_ranges(pending)
+            yield from _combined(pending, ["range_id", "min_path"], aggregations)
 
+    schema = "range_id string, min_path string, " + ", ".join(f"{name} long" for name in columns)
     return (
         work_items(spark, len(rows), spark.sparkContext.defaultParallelism * 4)
-        .mapInArrow(read_metaranges, RANGES_DDL)
+        .mapInArrow(read_metaranges, schema)
         .groupBy("range_id", "min_path")
-        .agg(F.sum("trees").alias("trees"))
+        .agg(*(getattr(F, how)(name).alias(name) for name, how in aggregations))
     )
 
 
-def _summed_ranges(tables: list[pa.Table]) -> list[pa.RecordBatch]:
-    grouped = pa.concat_tables(tables).group_by(["range_id", "min_path"]).aggregate([("trees", "sum")])
+def _combined(tables: list[pa.Table], keys: list[str], aggregations: list[tuple[str, str]]) -> list[pa.RecordBatch]:
+    """The rows of `tables` grouped by `keys`, each other column combined as `aggregations` say."""
+    grouped = pa.concat_tables(tables).group_by(keys).aggregate(aggregations)
     return (
-        grouped.select(["range_id", "min_path", "trees_sum"])
-        .rename_columns(["range_id", "min_path", "trees"])
+        grouped.select([*keys, *(f"{name}_{how}" for name, how in aggregations)])
+        .rename_columns([*keys, *(name for name, _ in aggregations)])
         .to_batches()
     )
 
 
-def entry_counts(spark: SparkSession, storage: Storage, ranges: DataFrame) -> DataFrame:
+def entry_counts(
+    spark: SparkSession,
+    storage: Storage,
+    ranges: DataFrame,
+    paths: PathClasses | None = None,
+    combine: str = "sum",
+    named: bool = False,
+) -> DataFrame:
     """(address, n, fresh) over the entries of the ranges (rows with range_id, min_path, weight and
     fresh): each range read once, on the executors, each of its entries adding the range's weight
     to its address's n and its `fresh` to the address's fresh. Every address of the ranges gets a
-    row, also when its n is 0."""
+    row, also when its n is 0. With `paths` (path rules), a range has `weights` instead, one per
+    path class, and each entry adds the weight of its path's class. With `combine="min"`, an
+    address's n is the least weight of the entries naming it instead of their sum. With `named`,
+    ranges have a `rank` too, and each address gets a `path` naming it (the least) and the greatest
+    `rank` of the ranges holding it: what a report names a candidate by."""
     from pyspark.sql import functions as F
 
     namespace = storage.uri
+    weight_column = "weights" if paths is not None else "weight"
+    aggregations = [("n", combine), ("fresh", combine)] + ([("rank", "max"), ("path", "min")] if named else [])
+    inputs = ["range_id", weight_column, "fresh"] + (["rank"] if named else [])
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
@@ -98,45 +133,64 @@ def entry_counts(spark: SparkSession, storage: Storage, ranges: DataFrame) -> Da
         pending: list[pa.Table] = []
         rows = 0
         for batch in batches:
-            for rid, weight, fresh in zip(*(batch.column(c).to_pylist() for c in ("range_id", "weight", "fresh"))):
-                addresses = _range_addresses(storage, namespace, rid)
-                pending.append(
-                    pa.table(
-                        {
-                            "address": addresses,
-                            "n": pa.repeat(pa.scalar(weight, pa.int64()), len(addresses)),
-                            "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(addresses)),
-                        }
-                    )
-                )
-                rows += len(addresses)
+            for rid, weight, fresh, *rank in zip(*(batch.column(c).to_pylist() for c in inputs)):
+                table = read_range(storage, rid)
+                keys = _range_keys(table, namespace)
+                if paths is None:
+                    n = pa.repeat(pa.scalar(weight, pa.int64()), len(keys))
+                else:
+                    n = pa.array(weight, pa.int64()).take(paths.of_array(table.column("path")))
+                columns = {"address": keys, "n": n, "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(keys))}
+                if named:
+                    columns["rank"] = pa.repeat(pa.scalar(rank[0], pa.int64()), len(keys))
+                    columns["path"] = table.column("path")
+                pending.append(pa.table(columns).filter(pc.is_valid(keys)))
+                rows += len(keys)
                 if rows >= _DEDUP_ROWS:
-                    yield from _summed_addresses(pending)
+                    yield from _combined(pending, ["address"], aggregations)
                     pending, rows = [], 0
         if pending:
-            yield from _summed_addresses(pending)
+            yield from _combined(pending, ["address"], aggregations)
 
+    weights = F.col(weight_column).cast("array<long>" if paths is not None else "long")
     return (
-        ranges.select("range_id", "min_path", F.col("weight").cast("long"), F.col("fresh").cast("long"))
+        ranges.select(
+            "range_id",
+            "min_path",
+            weights,
+            F.col("fresh").cast("long"),
+            *([F.col("rank").cast("long")] if named else []),
+        )
         .repartition(spark.sparkContext.defaultParallelism * 4, "min_path")
         .sortWithinPartitions("min_path")
-        .mapInArrow(read_ranges, COUNTS_DDL)
+        .mapInArrow(read_ranges, COUNTS_DDL + (", rank long, path string" if named else ""))
         .groupBy("address")
-        .agg(F.sum("n").alias("n"), F.sum("fresh").alias("fresh"))
+        .agg(*(getattr(F, how)(name).alias(name) for name, how in aggregations))
     )
 
 
-def _summed_addresses(tables: list[pa.Table]) -> list[pa.RecordBatch]:
-    grouped = pa.concat_tables(tables).group_by("address").aggregate([("n", "sum"), ("fresh", "sum")])
-    return grouped.select(["address", "n_sum", "fresh_sum"]).rename_columns(["address", "n", "fresh"]).to_batches()
-
-
-def _range_addresses(storage: Storage, namespace: str, range_id: str) -> pa.Array:
-    """The namespace keys one range references (entries outside the namespace left out). The range
-    is read whole: every column counts in the hash that proves it is the range its id names."""
-    table = read_range(storage, range_id)
+def _range_keys(table: pa.Table, namespace: str) -> pa.Array:
+    """Each entry's address as a namespace key, row for row (null: outside the namespace)."""
     if pc.all(pc.equal(table.column("address_kind"), "relative")).as_py() is not False:
         return table.column("address").combine_chunks()  # the common case: no Python objects
     pairs = zip(table.column("address").to_pylist(), table.column("address_kind").to_pylist())
-    keys = [namespace_key(namespace, a, k) for a, k in pairs]
-    return pa.array([k for k in keys if k is not None], pa.string())
+    return pa.array([namespace_key(namespace, a, k) for a, k in pairs], pa.string())
+
+
+def trees_holding(storage: Storage, trees: set[str], key: str) -> dict[str, list[str]]:
+    """Metarange id -> the paths at which that tree holds the namespace key `key` (trees that do not
+    hold it left out). Every distinct range of the trees is read once, verified, and dropped but
+    for its rows naming `key`: a lookup for one object, on the driver, in threads."""
+    namespace = storage.uri
+    with ThreadPoolExecutor(_LOOKUP_THREADS) as pool:
+        ranges_of = dict(zip(trees, pool.map(lambda mid: read_metarange(storage, mid)["range_id"].to_pylist(), trees)))
+        distinct = sorted({rid for ids in ranges_of.values() for rid in ids})
+        found = dict(zip(distinct, pool.map(lambda rid: _paths_naming(storage, namespace, rid, key), distinct)))
+    holding = {mid: [path for rid in ids for path in found[rid]] for mid, ids in ranges_of.items()}
+    return {mid: paths for mid, paths in holding.items() if paths}
+
+
+def _paths_naming(storage: Storage, namespace: str, range_id: str, key: str) -> list[str]:
+    table = read_range(storage, range_id)
+    keys = _range_keys(table, namespace)
+    return table.column("path").filter(pc.fill_null(pc.equal(keys, key), False)).to_pylist()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,8 @@ import pyarrow.parquet as pq
 from lakegc.engine.arrowio import write_groups, write_parquet
 from lakegc.errors import CorruptMetadata, LakegcError
 from lakegc.repogc.outputs import MANIFEST
-from lakegc.repogc.references import RANGES_DDL, entry_counts, tree_ranges
+from lakegc.repogc.references import RANGES_DDL, entry_counts, weighted_ranges
+from lakegc.retention.paths import PathClasses
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ class RefSet:
     moved: set[str] | None  # parts whose addresses moved (None: a clean build)
     lost: DataFrame | None = None  # addresses whose n fell to 0 since the base (incremental only)
     cached: list[DataFrame] = field(default_factory=list)  # to unpersist when the mark is done
+    named: DataFrame | None = None  # (address, path, rank) of addresses only expired trees hold, as read
 
 
 def slice_of(addresses: pa.Array) -> pa.Array:
@@ -189,40 +191,73 @@ def part_column() -> object:
     ).otherwise(F.concat(F.lit("s:"), name))
 
 
-def build_clean(spark: SparkSession, storage: Storage, metaranges: Mapping[str, str], active: set[str]) -> RefSet:
-    """From every tree: each distinct range read once. `metaranges` maps commit -> tree."""
+def build_clean(
+    spark: SparkSession,
+    storage: Storage,
+    metaranges: Mapping[str, str],
+    active: set[str],
+    by_path_rule: Sequence[set[str]] = (),
+    paths: PathClasses | None = None,
+    ranks: Mapping[str, int] | None = None,
+) -> RefSet:
+    """From every tree: each distinct range read once. `metaranges` maps commit -> tree. With path
+    rules, `by_path_rule[k]` are the commits active under the k-th rule, and an entry counts when
+    its commit is active under the rule its path falls under (`paths`; `active` for no rule).
+    `ranks` (tree -> the rank of its newest commit) name what only expired trees hold (`named`)."""
     from pyspark.sql import functions as F
 
     trees = set(metaranges.values())
-    active_trees = {metaranges[c] for c in active if c in metaranges}
-    ranges = tree_ranges(spark, storage, {mid: int(mid in active_trees) for mid in trees})
+    classes = [{metaranges[c] for c in commits if c in metaranges} for commits in (active, *by_path_rule)]
+    active_trees = classes[0]
+    columns = ["trees", *(f"trees_{k}" for k in range(1, len(classes))), "rank"]
+    ranks = ranks or {}
+    weights = {mid: (*(int(mid in c) for c in classes), ranks.get(mid, 0)) for mid in trees}
+    ranges = weighted_ranges(spark, storage, weights, columns, maxed=frozenset({"rank"}))
     ranges = ranges.persist()  # read twice: entries below, and written
+    flags = [F.when(F.col(name) > 0, 1).otherwise(0) for name in columns[:-1]]
     weighted = ranges.select(
-        "range_id", "min_path", F.when(F.col("trees") > 0, 1).otherwise(0).alias("weight"), F.lit(0).alias("fresh")
+        "range_id",
+        "min_path",
+        (F.array(*flags) if paths is not None else flags[0]).alias("weights" if paths is not None else "weight"),
+        F.lit(0).alias("fresh"),
+        "rank",
     )
-    addresses = (
-        entry_counts(spark, storage, weighted).drop("fresh").withColumn("part", part_column()).persist()
-    )  # written, then joined
+    counted = entry_counts(spark, storage, weighted, paths, named=True).persist()  # written, then joined
     return RefSet(
-        ranges, addresses, RefManifest(frozenset(trees), frozenset(active_trees), ()), None, cached=[ranges, addresses]
+        ranges.select("range_id", "min_path", "trees"),
+        counted.select("address", "n").withColumn("part", part_column()),
+        RefManifest(frozenset(trees), frozenset(active_trees), ()),
+        None,
+        cached=[ranges, counted],
+        named=counted.where(F.col("n") == 0).select("address", "path", "rank"),
     )
 
 
 def build_incremental(
-    spark: SparkSession, storage: Storage, base: RefManifest, metaranges: Mapping[str, str], active: set[str]
+    spark: SparkSession,
+    storage: Storage,
+    base: RefManifest,
+    metaranges: Mapping[str, str],
+    active: set[str],
+    ranks: Mapping[str, int] | None = None,
 ) -> RefSet:
     """The base run's set moved to now, reading only the trees and ranges that changed (its
-    `addresses` are the change, as layers of the parts it moved, `moved`)."""
+    `addresses` are the change, as layers of the parts it moved, `moved`). What it reads is named
+    (`named`): the addresses of ranges that left the active set, which is where new candidates of
+    committed garbage come from."""
     from pyspark.sql import functions as F
 
     trees = set(metaranges.values())
     active_trees = {metaranges[c] for c in active if c in metaranges}
     change = TreeChange.between(base, trees, active_trees)
-    moved = (
-        tree_ranges(spark, storage, change.weights)
-        .withColumnRenamed("trees", "d")
-        .withColumnRenamed("min_path", "new_min_path")
-    )
+    ranks = ranks or {}
+    moved = weighted_ranges(
+        spark,
+        storage,
+        {mid: (w, ranks.get(mid, 0)) for mid, w in change.weights.items()},
+        ["d", "rank"],
+        maxed=frozenset({"rank"}),
+    ).withColumnRenamed("min_path", "new_min_path")
     before = read_refs(spark, storage, base, base.ranges, RANGES_DDL).withColumnRenamed("trees", "t0")
     joined = (
         before.join(moved, "range_id", "full_outer").select(
@@ -230,6 +265,7 @@ def build_incremental(
             F.coalesce("min_path", "new_min_path").alias("min_path"),
             F.col("t0"),
             (F.coalesce("t0", F.lit(0)) + F.coalesce("d", F.lit(0))).alias("trees"),
+            F.coalesce("rank", F.lit(0)).alias("rank"),
         )
     ).persist()
     was, now, first_seen = F.coalesce(F.col("t0"), F.lit(0)) > 0, F.col("trees") > 0, F.col("t0").isNull()
@@ -242,10 +278,11 @@ def build_incremental(
         "min_path",
         F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
         F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"),
+        "rank",
     )
+    read = entry_counts(spark, storage, changed, named=True).persist()
     delta = (
-        entry_counts(spark, storage, changed)
-        .where((F.col("n") != 0) | (F.col("fresh") > 0))
+        read.where((F.col("n") != 0) | (F.col("fresh") > 0))
         .select("address", F.col("n").alias("dn"))
         .withColumn("part", part_column())
     ).persist()
@@ -282,7 +319,8 @@ def build_incremental(
         ),
         touched,
         lost,
-        cached=[joined, delta],
+        cached=[joined, read, delta],
+        named=read.where(F.col("n") <= 0).select("address", "path", "rank"),
     )
 
 

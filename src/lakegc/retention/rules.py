@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from lakegc.errors import InvalidArgument, LakegcError, first_problem
+from lakegc.retention.paths import PathClasses, glob_regex
 from lakegc.timeutil import parse_date, parse_duration
 
 
@@ -27,12 +29,40 @@ class BranchRule(BaseModel):
     retention_days: StrictInt = Field(ge=0)
 
 
+class PathRule(BaseModel):
+    """Entries whose path matches `glob` (gitignore-style, see `paths`) are retained
+    `retention_days`, whatever their branch's retention."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    glob: str = Field(min_length=1)
+    retention_days: StrictInt = Field(ge=0)
+
+    @field_validator("glob")
+    @classmethod
+    def _is_a_glob(cls, glob: str) -> str:
+        try:
+            glob_regex(glob)
+        except InvalidArgument as exc:
+            raise ValueError(str(exc)) from None
+        return glob
+
+
 class GcRules(BaseModel):
-    """lakeFS-compatible: `{"default_retention_days": N, "branches": [{"branch_id", "retention_days"}]}`."""
+    """lakeFS-compatible: `{"default_retention_days": N, "branches": [{"branch_id", "retention_days"}]}`,
+    and lakegc's `"path_rules": [{"glob", "retention_days"}]` (first match wins)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     default_retention_days: StrictInt = Field(ge=0)
     branches: list[BranchRule]
+    path_rules: list[PathRule] = Field(default_factory=list)
+
+    def to_doc(self) -> dict:
+        """The rules as JSON, as given: `path_rules` only when there are some (rules without them
+        read, and are described in run records, exactly as before path rules existed)."""
+        doc = self.model_dump()
+        if not self.path_rules:
+            del doc["path_rules"]
+        return doc
 
     def retention_days(self, branch: str | None) -> int:
         for rule in self.branches:
@@ -67,9 +97,12 @@ class KeepAll:
 
 @dataclass(frozen=True)
 class KeepSince:
-    """Keep what a retention reaching back to `threshold` keeps (lakeFS semantics)."""
+    """Keep what a retention reaching back to `threshold` keeps (lakeFS semantics). `retention` is
+    the duration the threshold was computed from (None for a date): with it, how long a commit stays
+    retained can be told (`explain`); it does not change what is kept."""
 
     threshold: datetime
+    retention: timedelta | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -93,7 +126,8 @@ def parse_policy(text: str, now: datetime) -> Policy:
             raise InvalidArgument(f"invalid cutoff policy {text!r}: a commit count must be at least 1")
         return KeepCount(count)
     try:
-        return KeepSince(now - parse_duration(value))
+        retention = parse_duration(value)
+        return KeepSince(now - retention, retention)
     except InvalidArgument:
         pass
     try:
@@ -137,7 +171,7 @@ def _retention(now: datetime, days: int) -> Policy:
     """A retention reaching back before year 1 keeps everything (and must not overflow)."""
     if days >= (now - datetime.min.replace(tzinfo=now.tzinfo)).days:
         return KeepAll()
-    return KeepSince(now - timedelta(days=days))
+    return KeepSince(now - timedelta(days=days), timedelta(days=days))
 
 
 def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
@@ -156,17 +190,42 @@ def policies_from_cutoffs(cutoffs: list[Cutoff], default: Policy) -> PolicyOf:
 @dataclass(frozen=True)
 class Policies:
     """A run's policies: the one each branch gets (None: a dangling commit), and how to describe
-    them in the run's record (a run is incremental only on a base described the same way)."""
+    them in the run's record (a run is incremental only on a base described the same way).
+
+    With path rules, an entry whose path matches a rule's glob is retained by that rule's policy
+    instead (`classes()[k]` for the k-th rule, `path_class` says which): its commit must be active
+    under that policy for the entry to keep its object. Class 0 is `policy_of`."""
 
     policy_of: PolicyOf
     described: str
+    path_rules: tuple[PathRule, ...] = ()
+    now: datetime | None = None
+
+    @cached_property
+    def paths(self) -> PathClasses:
+        return PathClasses([rule.glob for rule in self.path_rules])
+
+    def path_class(self, path: str) -> int:
+        return self.paths.of(path) if self.path_rules else 0
+
+    def classes(self) -> list[PolicyOf]:
+        """The policy of each path class: the branches' own, then one per path rule."""
+        assert self.now is not None or not self.path_rules
+        return [self.policy_of] + [
+            _same_for_all(_retention(self.now, rule.retention_days))
+            for rule in self.path_rules  # type: ignore[arg-type]
+        ]
+
+
+def _same_for_all(policy: Policy) -> PolicyOf:
+    return lambda _branch: policy
 
 
 def resolve_policies(
     rules: GcRules | None, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime
 ) -> Policies:
-    """Cutoffs given for the run replace the stored rules; otherwise the stored rules apply, and
-    with none stored every commit stays."""
+    """Cutoffs given for the run replace the stored rules (path rules too); otherwise the stored
+    rules apply, and with none stored every commit stays."""
     if cutoffs or default_cutoff is not None:
         parsed = [parse_cutoff(c, now) for c in cutoffs]
         default = parse_policy(default_cutoff, now) if default_cutoff is not None else KeepAll()
@@ -174,5 +233,7 @@ def resolve_policies(
         return Policies(policies_from_cutoffs(parsed, default), described.strip())
     return Policies(
         policies_from_rules(rules, now),
-        "rules " + json.dumps(rules.model_dump()) if rules else "no rules: keep every commit",
+        "rules " + json.dumps(rules.to_doc()) if rules else "no rules: keep every commit",
+        tuple(rules.path_rules) if rules else (),
+        now,
     )
