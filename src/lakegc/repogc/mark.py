@@ -151,7 +151,8 @@ def mark(
     counts, tallied = write_candidates(
         candidates, run_folder(storage, run_id), tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS)
     )  # counted as written
-    top = top_lists(candidates, {c: node.created.isoformat() for c, node in graph.commits.items()})
+    created = {c: node.created.isoformat() for c, node in graph.commits.items()}
+    top = top_lists(candidates, created) if counts.total else {}
     for df in [listing, candidates, *refs.cached]:
         df.unpersist()
     return MarkResult(

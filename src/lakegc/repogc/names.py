@@ -81,8 +81,11 @@ def name_candidates(
 
 
 def top_lists(candidates: DataFrame, created: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
-    """The TOP prefixes, branches and commits by bytes (then count) among named candidates: a few
-    small aggregations, collected (at most TOP rows each). `created` dates the commits shown."""
+    """The TOP prefixes, branches and commits by bytes (then count) among the candidates, in one
+    Spark job: each candidate counts once under each of its three names, the names are summed and
+    ranked within their kind, and only the first TOP of each kind reach the driver. `created`
+    dates the commits shown."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     parts = F.split("path", "/")
@@ -93,25 +96,26 @@ def top_lists(candidates: DataFrame, created: Mapping[str, str]) -> dict[str, li
         .when(depth == 0, F.lit("(root)"))
         .otherwise(F.concat(F.array_join(folders, "/"), F.lit("/")))
     )
-    keyed = {
-        "prefixes": prefix,
-        "branches": F.coalesce("branch", F.lit(UNCOMMITTED)),
-        "commits": F.col("commit"),
-    }
-    found: dict[str, list[dict[str, Any]]] = {}
-    for name, key in keyed.items():
-        rows = (
-            candidates.select(key.alias("name"), "size", "branch")
-            .where(F.col("name").isNotNull())
-            .groupBy("name")
-            .agg(F.count("*").alias("candidates"), F.sum("size").alias("bytes"), F.first("branch").alias("branch"))
-            .orderBy(F.desc("bytes"), F.desc("candidates"), "name")
-            .limit(TOP)
-            .collect()
-        )
-        found[name] = [
-            {"name": r["name"], "candidates": r["candidates"], "bytes": r["bytes"] or 0}
-            | ({"branch": r["branch"], "created": created.get(r["name"])} if name == "commits" else {})
-            for r in rows
-        ]
+    names = F.array(
+        F.struct(F.lit("prefixes").alias("kind"), prefix.alias("name")),
+        F.struct(F.lit("branches").alias("kind"), F.coalesce("branch", F.lit(UNCOMMITTED)).alias("name")),
+        F.struct(F.lit("commits").alias("kind"), F.col("commit").alias("name")),
+    )
+    ranked = Window.partitionBy("kind").orderBy(F.desc("bytes"), F.desc("candidates"), "name")
+    rows = (
+        candidates.select(F.explode(names).alias("named"), "size", "branch")
+        .select("named.kind", "named.name", "size", "branch")
+        .where(F.col("name").isNotNull())
+        .groupBy("kind", "name")
+        .agg(F.count("*").alias("candidates"), F.sum("size").alias("bytes"), F.first("branch").alias("branch"))
+        .withColumn("place", F.row_number().over(ranked))
+        .where(F.col("place") <= TOP)
+        .collect()  # at most TOP rows of each kind
+    )
+    found: dict[str, list[dict[str, Any]]] = {"prefixes": [], "branches": [], "commits": []}
+    for r in sorted(rows, key=lambda r: (r["kind"], r["place"])):
+        row = {"name": r["name"], "candidates": r["candidates"], "bytes": r["bytes"] or 0}
+        if r["kind"] == "commits":
+            row |= {"branch": r["branch"], "created": created.get(r["name"])}
+        found[r["kind"]].append(row)
     return found

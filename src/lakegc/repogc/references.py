@@ -141,9 +141,10 @@ def entry_counts(
                 else:
                     n = pa.array(weight, pa.int64()).take(paths.of_array(table.column("path")))
                 columns = {"address": keys, "n": n, "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(keys))}
-                if named:
-                    columns["rank"] = pa.repeat(pa.scalar(rank[0], pa.int64()), len(keys))
-                    columns["path"] = table.column("path")
+                if named:  # an active range's entries are live (no path rules): nothing to name
+                    live = paths is None and weight > 0
+                    columns["rank"] = pa.repeat(pa.scalar(0 if live else rank[0], pa.int64()), len(keys))
+                    columns["path"] = pa.nulls(len(keys), pa.string()) if live else table.column("path")
                 pending.append(pa.table(columns).filter(pc.is_valid(keys)))
                 rows += len(keys)
                 if rows >= _DEDUP_ROWS:
