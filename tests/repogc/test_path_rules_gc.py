@@ -1,6 +1,7 @@
 """Path rules through a real GC run: the rule of an entry's path decides, first match wins, a
 branch HEAD's entries stay live whatever the rule, `--cutoff`s replace them, and a run with them is
-clean (the randomized proof against the model is in test_gc_model_hypothesis.py)."""
+clean (the randomized proof against the model is in test_gc_model_hypothesis.py). Several GC runs
+each: in the second CI step (`slow`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from conftest import CliResult, Env, age_objects, one_error
 
 from lakegc.timeutil import utcnow
+
+pytestmark = pytest.mark.slow
 
 REPO = "lakegc://repo"
 RULES = {

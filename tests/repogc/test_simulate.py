@@ -53,6 +53,7 @@ def lake(env: Env, cli: Cli, put, spark) -> Path:
     return ns
 
 
+@pytest.mark.slow  # seven Spark runs: in the second CI step
 def test_every_point_equals_its_dry_run(cli: Cli, lake: Path) -> None:
     before = snapshot(lake)
     curve = cli("gc", "simulate", REPO, "--retention", ",".join(RETENTIONS), "--json").json()
