@@ -83,6 +83,14 @@ def duration(value: Duration) -> timedelta:
     return value if isinstance(value, timedelta) else parse_duration(value)
 
 
+def _min_age(value: Duration | None) -> timedelta:
+    """The min-age a read-only command judges by: as given, else the settings' (as `gc` takes it)."""
+    age = duration(value or load_settings().gc.min_age)
+    if age < timedelta(0):
+        raise InvalidArgument("--min-age must not be negative")
+    return age
+
+
 # -- repository GC ---------------------------------------------------------------------------------
 def gc(
     repository: str,
@@ -149,9 +157,7 @@ def explain(
     lake = open_lake(metastore)
     repo = lake.repository(repository)
     source = repo.gc_source()
-    age = duration(min_age or load_settings().gc.min_age)
-    if age < timedelta(0):
-        raise InvalidArgument("--min-age must not be negative")
+    age = _min_age(min_age)
     now = utcnow()
     policies = resolve_policies(source, tuple(cutoffs), default_cutoff, now)
     if address is None:
@@ -185,9 +191,7 @@ def simulate(
 
     settings = load_settings()
     parsed = parse_retentions(list(retentions))
-    age = duration(min_age or settings.gc.min_age)
-    if age < timedelta(0):
-        raise InvalidArgument("--min-age must not be negative")
+    age = _min_age(min_age)
     source = open_lake(metastore).repository(repository).gc_source()
     check_namespace(source)
     now = utcnow()
