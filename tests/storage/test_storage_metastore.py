@@ -637,6 +637,27 @@ def test_concurrent_first_use_creates_the_schema_once(env) -> None:
     assert sorted(versions) == list(range(1, SCHEMA_VERSION + 1))
 
 
+def test_first_use_waits_for_a_writer_holding_a_fresh_sqlite_file(tmp_path: Path) -> None:
+    """The race behind a CI failure: switching a fresh SQLite file to WAL needs the exclusive lock,
+    and SQLite answers "database is locked" at once, without its busy timeout, while another
+    connection holds a write lock. First use must wait for it, not fail."""
+    import sqlite3
+
+    path = tmp_path / "lakegc.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE elsewhere (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO elsewhere VALUES (1)")
+    release = threading.Timer(1.0, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        assert Metastore(_url(path)).init() == SCHEMA_VERSION
+    finally:
+        release.join()
+        holder.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
 def test_a_read_transaction_is_one_snapshot(env) -> None:
     ms, other = Metastore(env.metastore), Metastore(env.metastore)
     count = sa.select(sa.func.count()).select_from(schema.repositories)

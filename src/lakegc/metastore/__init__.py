@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,9 +159,9 @@ def _create_engine(url: str) -> Engine:
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=60000")
+        _switch_to_wal(cur)
+        cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
     @sa.event.listens_for(engine, "begin")
@@ -167,6 +169,24 @@ def _create_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lakegc_write") else "BEGIN")
 
     return engine
+
+
+def _switch_to_wal(cur: sqlite3.Cursor, patience: float = 60.0) -> None:
+    """Put the database in WAL mode (a no-op once it is). On a fresh file the switch needs the
+    exclusive lock, and SQLite answers "database is locked" at once, without its busy timeout, when
+    another connection holds a write lock meanwhile (processes starting together on a new
+    metastore). So we wait for it here, as the busy timeout would."""
+    deadline = time.monotonic() + patience
+    pause = 0.01
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 _PG_NO_PRIVILEGE = "42501"  # SQLSTATE insufficient_privilege
