@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakegc.repo.graph import ancestors, log_order, merge_base
+from lakegc.repo.graph import ancestors, holding, log_order, merge_base
 from lakegc.repo.merge import three_way
 from lakegc.repo.model import AddressKind, Entry
 
@@ -298,3 +298,45 @@ def test_a_merge_that_loses_the_race_for_its_branch_leaves_no_orphan_commit(env,
     children_of = {p for r in rows for p in r.parents}
     assert raced and merged.id in heads
     assert [r.id for r in rows if r.id not in heads and r.id not in children_of] == []
+
+
+# holding: (first-parent graph, set_by) -> commit -> paths holding the object
+@pytest.mark.parametrize(
+    ("graph", "set_by", "held"),
+    [
+        pytest.param({"a": (), "b": ("a",)}, {}, {}, id="never-put-anywhere"),
+        pytest.param({"a": (), "b": ("a",), "c": ("b",)}, {"p": {"b": True}}, {"b": ["p"], "c": ["p"]}, id="inherited"),
+        pytest.param(
+            {"a": (), "b": ("a",), "c": ("b",), "d": ("c",)},
+            {"p": {"a": True, "c": False}},
+            {"a": ["p"], "b": ["p"]},
+            id="removed-or-replaced-later",
+        ),
+        pytest.param(
+            {"a": (), "b": ("a",), "c": ("a",), "m": ("c", "b")},
+            {"p": {"b": True, "m": True}},
+            {"b": ["p"], "m": ["p"]},
+            id="a-merge-brings-it-from-its-second-parent",
+        ),
+        pytest.param(
+            {"a": (), "b": ("a",), "m": ("a", "b")},
+            {"p": {"b": True}},
+            {"b": ["p"]},
+            id="a-second-parent-alone-gives-nothing",
+        ),
+        pytest.param(
+            {"a": (), "b": ("a",), "c": ("b",)},
+            {"p": {"a": True}, "q": {"b": True}, "r": {"a": True, "b": False, "c": True}},
+            {"a": ["p", "r"], "b": ["p", "q"], "c": ["p", "q", "r"]},
+            id="several-paths-sorted",
+        ),
+        pytest.param({"b": ("gone",)}, {"p": {}}, {}, id="a-missing-first-parent-is-the-empty-tree"),
+    ],
+)
+def test_holding(graph: dict[str, tuple[str, ...]], set_by: dict[str, dict[str, bool]], held: dict) -> None:
+    assert holding(graph, set_by) == held
+
+
+def test_holding_walks_a_long_history_without_recursion() -> None:
+    graph = {f"c{i}": ((f"c{i - 1}",) if i else ()) for i in range(50_000)}
+    assert len(holding(graph, {"p": {"c0": True}})) == 50_000

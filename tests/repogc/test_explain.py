@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from conftest import CliResult, Env, one_error, snapshot
 
+from lakegc.metastore import schema
 from lakegc.timeutil import utcnow
 
 REPO = "lakegc://repo"
@@ -236,7 +238,36 @@ def test_bad_input_is_one_clear_line(cli: Cli, lake: dict[str, Any]) -> None:
         one_error(cli(*args, "--json", ok=False), needle, json_cmd=True)
 
 
-def test_a_tampered_range_fails_as_the_run_would(cli: Cli, lake: dict[str, Any]) -> None:
+def forget_tree_changes(env: Env) -> None:
+    """Make every commit look as one made before schema v5: no recorded tree changes."""
+    engine = sa.create_engine(env.metastore)
+    with engine.begin() as conn:
+        conn.execute(schema.commits.update().values(changes_recorded=None))
+        conn.execute(schema.tree_changes.delete())
+    engine.dispose()
+
+
+def test_a_tampered_range_stops_the_run_and_explain_says_what_the_records_say(cli: Cli, lake: dict[str, Any]) -> None:
+    """explain looks the object up in the metastore's records and reads no tree file; the run reads
+    and verifies every tree, so a damaged one stops it before it deletes anything."""
+    ranges = sorted((lake["ns"] / "_lakegc" / "ranges").iterdir())
+    ranges[0].write_bytes(b"not parquet")
+    assert explain(cli, REPO, "--address", lake["a1"])["verdict"] == "collect"
+    one_error(cli("gc", "run", REPO, "--min-age", "0s", ok=False), "range")
+    assert (lake["ns"] / key(lake["a1"])).exists()
+
+
+def test_commits_without_recorded_changes_are_explained_from_their_trees(
+    cli: Cli, env: Env, lake: dict[str, Any]
+) -> None:
+    """Commits made before schema v5 have no recorded tree changes: explain reads every tree then,
+    with the same answers, and fails on a damaged tree as the run would."""
+    addresses = (lake["a1"], lake["a2"], lake["b"])
+    recorded = [explain(cli, REPO, "--address", a) for a in addresses]
+    forget_tree_changes(env)
+    from_trees = [explain(cli, REPO, "--address", a) for a in addresses]
+    assert [(e["verdict"], e["reasons"]) for e in from_trees] == [(e["verdict"], e["reasons"]) for e in recorded]
+    assert [e["verdict"] for e in recorded] == ["collect", "keep", "keep"]
     ranges = sorted((lake["ns"] / "_lakegc" / "ranges").iterdir())
     ranges[0].write_bytes(b"not parquet")
     one_error(cli("gc", "explain", REPO, "--address", lake["a1"], ok=False), "range")

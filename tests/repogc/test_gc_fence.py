@@ -113,7 +113,7 @@ def test_with_path_rules_the_fence_guards_each_rules_expired_commits(env: Env):
     rules = {"default_retention_days": 90, "branches": [], "path_rules": [{"glob": "t/**", "retention_days": 7}]}
     repo.set_gc_rules(GcRules.model_validate(rules))
     source = repo.gc_source()
-    graph = source.references_to(utcnow(), "none")[1]
+    graph = source.references_to(utcnow(), "none").graph
     marked = [set(graph.commits), {b.head for b in repo.branches()}]  # as the mark found them
     active = source.raise_fence("run-x", marked[0], PARAMS, marked[1:])
     assert old in active[0] and old not in active[1]

@@ -573,6 +573,10 @@ def check_gc_against_the_model(
         trees = {cid: {key for _, key in pairs} for cid, pairs in entries.items()}
         branch_reads = {(b, e.path): h.repo.read(b, e.path) for b in branches for e in h.repo.list(b)}
         outside_before = sorted(p.name for p in h.outside.iterdir())
+        source = h.repo.gc_source()
+        for key in before:  # the commits holding each object, from the recorded tree changes: what the trees say
+            true = {cid: sorted(p for p, k in pairs if k == key) for cid, pairs in entries.items()}
+            assert source.references_to(h.start, key).holders == {cid: ps for cid, ps in true.items() if ps}, key
         explained = {key: explain(h, key, options) for key in before}  # what a run now would do, object by object
         curve = lakegc.simulate("repo", SIMULATED, metastore=h.lake, min_age=options.min_age, spark=spark)
         for point in curve.points:  # each point: what a dry run with that default cutoff would collect

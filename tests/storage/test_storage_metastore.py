@@ -470,11 +470,15 @@ def test_init_creates_the_schema_and_is_idempotent(env) -> None:
 
 def _v1_database(url: str) -> None:
     """A metastore as lakegc with schema version 1 left it: slices without writable_until, no leases,
-    no staging versions."""
+    no staging versions, no tree changes nor look-up by address."""
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         schema.metadata.create_all(conn)
         conn.exec_driver_sql("DROP TABLE gc_leases")
+        conn.exec_driver_sql("DROP TABLE tree_changes")
+        conn.exec_driver_sql("DROP INDEX ix_staged_entries_address")
+        conn.exec_driver_sql("DROP INDEX ix_copy_records_address")
+        conn.exec_driver_sql("ALTER TABLE commits DROP COLUMN changes_recorded")
         conn.exec_driver_sql("ALTER TABLE slices DROP COLUMN writable_until")
         conn.exec_driver_sql("ALTER TABLE repositories DROP COLUMN staging_version")
         conn.exec_driver_sql("ALTER TABLE staged_entries DROP COLUMN version")
@@ -502,13 +506,16 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     engine.dispose()
 
     ms = Metastore(url)
-    assert ms.init() == SCHEMA_VERSION == 4
-    assert {"gc_leases", "gc_fences"} <= set(sa.inspect(ms.engine).get_table_names())
+    assert ms.init() == SCHEMA_VERSION == 5
+    assert {"gc_leases", "gc_fences", "tree_changes"} <= set(sa.inspect(ms.engine).get_table_names())
+    assert "changes_recorded" in {c["name"] for c in sa.inspect(ms.engine).get_columns("commits")}
+    for table, index in (("staged_entries", "ix_staged_entries_address"), ("copy_records", "ix_copy_records_address")):
+        assert index in {ix["name"] for ix in sa.inspect(ms.engine).get_indexes(table)}
     assert "writable_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("slices")}
     for table in ("staged_entries", "copy_records"):
         assert "version" in {c["name"] for c in sa.inspect(ms.engine).get_columns(table)}
     with ms.read() as conn:
-        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4]
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5]
         row = conn.execute(sa.select(schema.slices)).one()
         assert conn.execute(sa.select(schema.repositories.c.staging_version)).scalar_one() == 0
     assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled

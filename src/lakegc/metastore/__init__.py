@@ -19,7 +19,8 @@ from lakegc.redact import mask_secrets
 from lakegc.settings import lakegc_home, load_settings
 from lakegc.timeutil import utcnow
 
-SCHEMA_VERSION = 4  # 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions
+# 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions; 5: tree changes
+SCHEMA_VERSION = 5
 
 
 def _v2_slice_write_window(conn: Connection) -> None:
@@ -36,9 +37,19 @@ def _v4_staging_version(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE copy_records ADD COLUMN version BIGINT")
 
 
+def _v5_tree_changes(conn: Connection) -> None:
+    """Commits record their tree changes from now on (tree_changes, a new table); older commits keep
+    NULL, so `gc explain` knows the record is not whole. Staged entries and copy records get an index
+    by address, for the same look-up."""
+    conn.exec_driver_sql("ALTER TABLE commits ADD COLUMN changes_recorded BOOLEAN")
+    for index in (*schema.staged_entries.indexes, *schema.copy_records.indexes):
+        if index.name in ("ix_staged_entries_address", "ix_copy_records_address"):
+            index.create(conn)
+
+
 # version -> the step that brings a database at version - 1 to it. New tables need no step:
 # create_all adds them; columns added to existing tables do. Any schema change bumps the version.
-MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version}
+MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version, 5: _v5_tree_changes}
 
 
 def default_url() -> str:

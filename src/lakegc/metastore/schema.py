@@ -86,6 +86,24 @@ commits = sa.Table(
     sa.Column("message", TEXT, nullable=False),
     sa.Column("metadata", sa.JSON, nullable=False),
     sa.Column("creation_date", UtcDateTime, nullable=False),
+    # True when the commit's changes to its first parent's tree are in tree_changes (NULL: a commit
+    # from before schema v5, which `gc explain` answers by reading the trees instead).
+    sa.Column("changes_recorded", sa.Boolean),
+)
+
+# What each commit changed against its first parent's tree, written with the commit: path -> the
+# address it now holds (NULL: removed). A commit's tree is its first parent's with these applied,
+# so they tell which commits hold an object without reading a tree (`gc explain`).
+tree_changes = sa.Table(
+    "tree_changes",
+    metadata,
+    sa.Column("repository", NAME, _repo_fk(), primary_key=True),
+    sa.Column("commit_id", ID, primary_key=True),
+    sa.Column("path", PATH, primary_key=True),
+    sa.Column("address", LOCATION),
+    sa.Column("address_kind", sa.String(16)),
+    sa.Index("ix_tree_changes_address", "repository", "address_kind", "address"),
+    sa.Index("ix_tree_changes_path", "repository", "path"),
 )
 
 tags = sa.Table(
@@ -110,6 +128,7 @@ staged_entries = sa.Table(
     sa.Column("metadata", TEXT),
     sa.Column("tombstone", sa.Boolean, nullable=False, default=False),
     sa.Column("version", sa.BigInteger),  # repositories.staging_version when staged (NULL: before schema v4)
+    sa.Index("ix_staged_entries_address", "repository", "address_kind", "address"),  # gc explain's look-up
 )
 
 slices = sa.Table(
@@ -132,6 +151,7 @@ copy_records = sa.Table(
     sa.Column("address", LOCATION, nullable=False),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("version", sa.BigInteger),  # repositories.staging_version when copied (NULL: before schema v4)
+    sa.Index("ix_copy_records_address", "repository", "address"),  # gc explain's look-up
 )
 
 address_tokens = sa.Table(

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.repo import fence
+from lakegc.repo.graph import holding
 from lakegc.repo.model import CommitGraph
 from lakegc.repo.slices import SliceWindow
 from lakegc.retention.rules import GcRules
@@ -28,6 +29,7 @@ from lakegc.storage import Storage, namespace_key_of, normalize_location
 if TYPE_CHECKING:
     from lakegc.engine.guard import Protected
     from lakegc.repo.repository import Repository
+    from lakegc.repo.store import Tx
 
 # Copy records close the race between a shallow copy and GC's snapshot of staging; the copy's own
 # staged entry (then its commit) is the lasting reference, so a record counts for a day only
@@ -73,6 +75,18 @@ class UncommittedRef:
     when: datetime | None = None
 
 
+@dataclass(frozen=True)
+class References:
+    """What `GcSource.references_to` read for one namespace key, in one transaction: its uncommitted
+    references, the commit graph, and the commits whose trees hold it (commit -> paths), from the
+    recorded tree changes; `holders` is None when some commit has no record (made before schema
+    v5), and only reading the trees can tell."""
+
+    uncommitted: list[UncommittedRef]
+    graph: CommitGraph
+    holders: dict[str, list[str]] | None
+
+
 Write = Callable[[Iterator[pa.RecordBatch]], int]  # stores UNCOMMITTED batches, returns the rows stored
 
 
@@ -100,9 +114,10 @@ class GcSource(Protocol):
         committed, never as neither."""
         ...
 
-    def references_to(self, now: datetime, key: str) -> tuple[list[UncommittedRef], CommitGraph]:
+    def references_to(self, now: datetime, key: str) -> References:
         """The uncommitted references to the namespace key `key` and the commit graph, read as
-        `snapshot` reads them (one transaction, that order): what `gc explain` judges one object by."""
+        `snapshot` reads them (one transaction, that order), and the commits holding it: what
+        `gc explain` judges one object by. Look-ups by address, whatever the repository's size."""
         ...
 
     def raise_fence(
@@ -177,18 +192,29 @@ class RepositoryGcSource:
             graph = tx.commit_graph()
         return Snapshot(count, graph, staging)
 
-    def references_to(self, now: datetime, key: str) -> tuple[list[UncommittedRef], CommitGraph]:
+    def references_to(self, now: datetime, key: str) -> References:
         found: list[UncommittedRef] = []
         with self.repo.store.read() as tx:
-            for source, result in tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None, detail=True):
-                for rows in result.partitions(_BATCH):
-                    found += [
-                        UncommittedRef(source, branch, path, when)
-                        for address, kind, branch, path, when in rows
-                        if namespace_key(self.namespace, address, kind) == key
-                    ]
+            for source, result in tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None, detail=True, key=key):
+                found += [
+                    UncommittedRef(source, branch, path, when)
+                    for address, kind, branch, path, when in result
+                    if namespace_key(self.namespace, address, kind) == key
+                ]
             graph = tx.commit_graph()
-        return found, graph
+            holders = None if tx.commits_without_changes() else self._holders(tx, graph, key)
+        return References(found, graph, holders)
+
+    def _holders(self, tx: Tx, graph: CommitGraph, key: str) -> dict[str, list[str]]:
+        """The commits whose trees hold `key`, from the recorded changes of the paths it was put at."""
+        paths = sorted({r.path for r in tx.changes_naming(key) if self._names(r, key)})
+        set_by: dict[str, dict[str, bool]] = {path: {} for path in paths}
+        for r in tx.changes_at(paths):
+            set_by[r.path][r.commit_id] = self._names(r, key)
+        return holding({c: node.parents for c, node in graph.commits.items()}, set_by)
+
+    def _names(self, change: Any, key: str) -> bool:
+        return change.address is not None and namespace_key(self.namespace, change.address, change.address_kind) == key
 
     def raise_fence(
         self, run_id: str, marked_active: set[str], params: dict[str, Any], marked_by_rule: Sequence[set[str]] = ()

@@ -57,3 +57,43 @@ def log_order(graph: Graph, dates: Mapping[str, datetime], start: str) -> Iterat
 def _desc(commit_id: str) -> tuple[int, ...]:
     """Ties on date break by id, descending, inside a min-heap."""
     return tuple(-ord(ch) for ch in commit_id)
+
+
+def holding(graph: Graph, set_by: Mapping[str, Mapping[str, bool]]) -> dict[str, list[str]]:
+    """Commit -> the paths at which its tree holds an object (commits holding it nowhere left out).
+
+    `set_by[path][commit]` says what `commit` did to `path` against its first parent's tree: put
+    the object there (True) or something else, or nothing (False). A commit's tree is its first
+    parent's with its own changes applied, so a path holds the object in a commit when the nearest
+    commit on its first-parent line that changed the path put the object there. One walk per path,
+    each commit decided once (first parents before their children), no tree read."""
+    order = _first_parents_first(graph)
+    held: dict[str, list[str]] = {}
+    for path in sorted(set_by):
+        changes = set_by[path]
+        holds: dict[str, bool] = {}
+        for commit in order:
+            parents = graph.get(commit, ())
+            inherited = holds.get(parents[0], False) if parents else False
+            holds[commit] = changes.get(commit, inherited)
+            if holds[commit]:
+                held.setdefault(commit, []).append(path)
+    return held
+
+
+def _first_parents_first(graph: Graph) -> list[str]:
+    """Every commit of `graph`, each after its first parent (the first-parent links form a forest)."""
+    children: dict[str, list[str]] = {}
+    roots = []
+    for commit, parents in graph.items():
+        if parents and parents[0] in graph:
+            children.setdefault(parents[0], []).append(commit)
+        else:
+            roots.append(commit)
+    order = []
+    stack = sorted(roots, reverse=True)
+    while stack:
+        commit = stack.pop()
+        order.append(commit)
+        stack += children.get(commit, ())
+    return order

@@ -80,7 +80,7 @@ class Lake:
             initial = new_commit((), TreeStore(storage).build([]), "Repository created", info.created_at, {})
             lake.insert_repository(info)
             tx = lake.of(name)
-            tx.insert_commit(initial)
+            tx.insert_commit(initial, {})
             tx.insert_branch(default_branch, initial.id)
         return info
 
@@ -426,7 +426,7 @@ class Repository:
             tree = self.trees.apply(head.metarange_id, changes) if changes else head.metarange_id
             commit = new_commit((head.id,), tree, message, date or utcnow(), metadata or {})
             with self.store.write() as tx:
-                if not tx.move_branch(branch, head.id, commit):
+                if not tx.move_branch(branch, head.id, commit, changes):
                     continue
                 tx.clear_committed(branch, staged)
             return commit
@@ -463,7 +463,7 @@ class Repository:
             )
             with self.store.write() as tx:
                 fence.check(tx, sources=[src.id])
-                if tx.move_branch(dest, head.id, commit):
+                if tx.move_branch(dest, head.id, commit, to_apply):
                     return commit
         raise ConcurrentUpdate(f"branch {dest!r} kept moving while merging; try again")
 
@@ -484,7 +484,7 @@ class Repository:
             commit = new_commit((head.id,), tree, f"Revert {target.id}", date or utcnow(), {})
             with self.store.write() as tx:
                 fence.check(tx, sources=[undo_to.id])
-                if tx.move_branch(branch, head.id, commit):
+                if tx.move_branch(branch, head.id, commit, to_apply):
                     return commit
         raise ConcurrentUpdate(f"branch {branch!r} kept moving while reverting; try again")
 

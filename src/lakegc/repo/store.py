@@ -23,12 +23,14 @@ from sqlalchemy.engine import Connection
 from lakegc.errors import AlreadyExists, AmbiguousRef, RefNotFound
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
-from lakegc.repo.model import AddressKind, Branch, Commit, CommitGraph, Entry, RepositoryInfo, Tag
+from lakegc.repo.model import AddressKind, Branch, Changes, Commit, CommitGraph, Entry, RepositoryInfo, Tag
 from lakegc.retention.active import CommitNode
 from lakegc.uri import validate_ref_name
 
 T = TypeVar("T")
 COMMIT_ID_CHARS = frozenset("0123456789abcdef")  # a ref of 8 to 64 of these may be a commit id prefix
+_INSERT_BATCH = 10_000  # rows per INSERT statement
+_IN_BATCH = 500  # values per IN (...) list: under every database's bound-parameter limit
 
 
 class Transactions(Generic[T]):
@@ -133,26 +135,43 @@ class Tx:
             self.conn.execute(sa.select(t.commits.c.metarange_id).where(self._of(t.commits)).distinct()).scalars()
         )
 
-    def insert_commit(self, commit: Commit) -> None:
+    def insert_commit(self, commit: Commit, changes: Changes) -> None:
+        """Record `commit` with `changes`, the edits that turn its first parent's tree (the empty
+        tree for a root commit) into its own: `tree_changes`, which `gc explain` looks objects up in."""
         exists = self.conn.execute(
             sa.select(t.commits.c.id).where(self._of(t.commits), t.commits.c.id == commit.id)
         ).first()
-        if not exists:
-            self.conn.execute(
-                t.commits.insert().values(
-                    repository=self.repository,
-                    id=commit.id,
-                    parents=list(commit.parents),
-                    metarange_id=commit.metarange_id,
-                    message=commit.message,
-                    metadata=commit.metadata,
-                    creation_date=commit.creation_date,
-                )
+        if exists:
+            return  # the same content: the same parents and tree, so the same changes
+        self.conn.execute(
+            t.commits.insert().values(
+                repository=self.repository,
+                id=commit.id,
+                parents=list(commit.parents),
+                metarange_id=commit.metarange_id,
+                message=commit.message,
+                metadata=commit.metadata,
+                creation_date=commit.creation_date,
+                changes_recorded=True,
             )
+        )
+        rows = [
+            {
+                "repository": self.repository,
+                "commit_id": commit.id,
+                "path": path,
+                "address": None if entry is None else entry.address,
+                "address_kind": None if entry is None else str(entry.address_kind),
+            }
+            for path, entry in changes.items()
+        ]
+        for start in range(0, len(rows), _INSERT_BATCH):
+            self.conn.execute(t.tree_changes.insert(), rows[start : start + _INSERT_BATCH])
 
-    def move_branch(self, branch: str, expected_head: str, commit: Commit) -> bool:
-        """Compare-and-set of the branch HEAD, recording the commit only when it wins: a commit that
-        lost the race would be an orphan GC has to keep as a dangling leaf."""
+    def move_branch(self, branch: str, expected_head: str, commit: Commit, changes: Changes) -> bool:
+        """Compare-and-set of the branch HEAD, recording the commit (and `changes`, see
+        `insert_commit`) only when it wins: a commit that lost the race would be an orphan GC has to
+        keep as a dangling leaf."""
         moved = self.conn.execute(
             t.branches.update()
             .where(
@@ -163,7 +182,7 @@ class Tx:
             .values(head=commit.id)
         ).rowcount
         if moved:
-            self.insert_commit(commit)
+            self.insert_commit(commit, changes)
         return bool(moved)
 
     def branches(self) -> list[Branch]:
@@ -350,16 +369,27 @@ class Tx:
         ).scalar_one()
 
     def uncommitted_addresses(
-        self, now: datetime, copy_window: Any, since: int | None, *, detail: bool = False
+        self, now: datetime, copy_window: Any, since: int | None, *, detail: bool = False, key: str | None = None
     ) -> list[tuple[str, Any]]:
         """Streams of (address, kind) rows: staged entries (not tombstones), copy records younger
         than `copy_window`, unexpired tokens; with `since`, only what was staged or copied after
         that staging version (tokens: all, they are few). With `detail`, each row also has the
-        branch, the path and the moment that says why it counts (copied at, token expiry)."""
-        staged_after = [] if since is None else [t.staged_entries.c.version > since]
-        copied_after = [] if since is None else [t.copy_records.c.version > since]
-        none = sa.null()
+        branch, the path and the moment that says why it counts (copied at, token expiry). With
+        `key`, only the rows that may name that namespace key: those naming it, and staged entries
+        with a full address (an alias of the namespace may name it: the caller decides)."""
         staged, copies, tokens = t.staged_entries.c, t.copy_records.c, t.address_tokens.c
+        staged_where = [self._of(t.staged_entries), staged.tombstone.is_(False)]
+        copied_where = [self._of(t.copy_records), copies.created_at > now - copy_window]
+        token_where = [self._of(t.address_tokens), tokens.expires_at > now]
+        if since is not None:
+            staged_where.append(staged.version > since)
+            copied_where.append(copies.version > since)
+        if key is not None:
+            named = sa.and_(staged.address_kind == "relative", staged.address == key)
+            staged_where.append(sa.or_(named, staged.address_kind == "full"))
+            copied_where.append(copies.address == key)
+            token_where.append(tokens.address == key)
+        none = sa.null()
         columns = {
             "staged": [staged.address, staged.address_kind],
             "copy": [copies.address, sa.literal("relative")],
@@ -370,12 +400,38 @@ class Tx:
             columns["copy"] += [none, none, copies.created_at]
             columns["token"] += [tokens.branch, tokens.path, tokens.expires_at]
         streaming = self.conn.execution_options(stream_results=True)
-        where = {
-            "staged": [self._of(t.staged_entries), staged.tombstone.is_(False), *staged_after],
-            "copy": [self._of(t.copy_records), copies.created_at > now - copy_window, *copied_after],
-            "token": [self._of(t.address_tokens), tokens.expires_at > now],
-        }
+        where = {"staged": staged_where, "copy": copied_where, "token": token_where}
         return [(source, streaming.execute(sa.select(*columns[source]).where(*where[source]))) for source in columns]
+
+    def commits_without_changes(self) -> int:
+        """How many commits have no `tree_changes` record (made before schema v5)."""
+        recorded = t.commits.c.changes_recorded
+        return self.conn.execute(
+            sa.select(sa.func.count()).where(self._of(t.commits), sa.or_(recorded.is_(None), recorded.is_(False)))
+        ).scalar_one()
+
+    def changes_naming(self, key: str) -> list[sa.Row]:
+        """(commit_id, path, address, address_kind) of every recorded change that may put the
+        namespace key `key` in a tree: those naming it, and those with a full address (which may
+        name it through an alias of the namespace: the caller decides)."""
+        c = t.tree_changes.c
+        columns = (c.commit_id, c.path, c.address, c.address_kind)
+        relative = sa.select(*columns).where(self._of(t.tree_changes), c.address_kind == "relative", c.address == key)
+        full = sa.select(*columns).where(self._of(t.tree_changes), c.address_kind == "full")
+        return [*self.conn.execute(relative), *self.conn.execute(full)]
+
+    def changes_at(self, paths: list[str]) -> list[sa.Row]:
+        """(commit_id, path, address, address_kind) of every recorded change to `paths`."""
+        c = t.tree_changes.c
+        rows: list[sa.Row] = []
+        for start in range(0, len(paths), _IN_BATCH):
+            part = paths[start : start + _IN_BATCH]
+            rows += self.conn.execute(
+                sa.select(c.commit_id, c.path, c.address, c.address_kind).where(
+                    self._of(t.tree_changes), c.path.in_(part)
+                )
+            ).all()
+        return rows
 
     def fence_row(self) -> sa.Row | None:
         return self.conn.execute(sa.select(t.gc_fences).where(self._of(t.gc_fences))).first()
@@ -437,6 +493,7 @@ class LakeTx:
             t.staged_entries,
             t.tags,
             t.branches,
+            t.tree_changes,
             t.commits,
         ):
             self.conn.execute(table.delete().where(table.c.repository == name))

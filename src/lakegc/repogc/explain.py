@@ -11,9 +11,12 @@ the two cannot drift apart:
   than the min-age, and referenced neither by anything uncommitted nor by an entry of a commit that
   is active, under the retention of the entry's path (path rules) - else collected.
 
-What explain looks up instead of marking: the object itself (one stat), and the trees holding it
-(`references.trees_holding`: each distinct range of the repository read once, on the driver, kept
-only for its rows naming the object). No listing, no Spark job, nothing written.
+What explain looks up instead of marking: the object itself (one stat), its uncommitted references
+and the commits holding it, by address in the metastore (`GcSource.references_to`: each commit
+records its tree changes, so the paths the object was put at and their history tell which trees
+hold it, without reading one). A repository with commits from before those records (schema v5)
+is answered by reading its trees instead (`references.trees_holding`: each distinct range once, on
+the driver). No listing, no Spark job, nothing written.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from lakegc.repogc.listing import is_listed
 from lakegc.repogc.references import trees_holding
 from lakegc.retention.active import ActiveCommits, decide_commits
 from lakegc.retention.rules import Policies
-from lakegc.storage import read_table
+from lakegc.storage import Storage, read_table
 from lakegc.storage.base import ObjectInfo
 
 
@@ -212,10 +215,11 @@ def explain_key(
         if run_id is None:
             raise NotFound(f"no object at {address}: the namespace does not hold it and no run deleted it")
         return explained(Verdict.DELETED, [], deleted_by=run_id)
-    uncommitted, graph = source.references_to(now, key)
-    holding = trees_holding(source.storage, set(graph.metaranges.values()), key)
+    refs = source.references_to(now, key)
+    uncommitted, graph = refs.uncommitted, refs.graph
+    held = refs.holders if refs.holders is not None else _commits_holding(graph, key, source.storage)
     holders = sorted(
-        (Holder(commit, path) for commit, paths in _commits_holding(graph, holding) for path in paths),
+        (Holder(commit, path) for commit, paths in held.items() for path in paths),
         key=lambda h: (-graph.commits[h.commit].created.timestamp(), h.commit, h.path),
     )  # newest commit first
     classes = policies.classes()
@@ -232,10 +236,11 @@ def explain_key(
     return explained(verdict, reasons, size=info.size, mtime=info.mtime)
 
 
-def _commits_holding(graph: CommitGraph, trees: Mapping[str, list[str]]) -> Iterable[tuple[str, list[str]]]:
-    for commit, tree in graph.metaranges.items():
-        if tree in trees:
-            yield commit, trees[tree]
+def _commits_holding(graph: CommitGraph, key: str, storage: Storage) -> dict[str, list[str]]:
+    """Commit -> the paths at which its tree holds `key`, by reading every distinct range of the
+    repository: for repositories with commits from before their changes were recorded."""
+    trees = trees_holding(storage, set(graph.metaranges.values()), key)
+    return {commit: trees[tree] for commit, tree in graph.metaranges.items() if tree in trees}
 
 
 def _tags_of(graph: CommitGraph) -> dict[str, list[str]]:
