@@ -476,6 +476,8 @@ def _v1_database(url: str) -> None:
         schema.metadata.create_all(conn)
         conn.exec_driver_sql("DROP TABLE gc_leases")
         conn.exec_driver_sql("DROP TABLE tree_changes")
+        conn.exec_driver_sql("DROP TABLE access_keys")
+        conn.exec_driver_sql("DROP TABLE users")
         conn.exec_driver_sql("DROP INDEX ix_staged_entries_address")
         conn.exec_driver_sql("DROP INDEX ix_copy_records_address")
         conn.exec_driver_sql("ALTER TABLE commits DROP COLUMN changes_recorded")
@@ -506,8 +508,10 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     engine.dispose()
 
     ms = Metastore(url)
-    assert ms.init() == SCHEMA_VERSION == 5
-    assert {"gc_leases", "gc_fences", "tree_changes"} <= set(sa.inspect(ms.engine).get_table_names())
+    assert ms.init() == SCHEMA_VERSION == 6
+    assert {"gc_leases", "gc_fences", "tree_changes", "users", "access_keys"} <= set(
+        sa.inspect(ms.engine).get_table_names()
+    )
     assert "changes_recorded" in {c["name"] for c in sa.inspect(ms.engine).get_columns("commits")}
     for table, index in (("staged_entries", "ix_staged_entries_address"), ("copy_records", "ix_copy_records_address")):
         assert index in {ix["name"] for ix in sa.inspect(ms.engine).get_indexes(table)}
@@ -515,7 +519,7 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     for table in ("staged_entries", "copy_records"):
         assert "version" in {c["name"] for c in sa.inspect(ms.engine).get_columns(table)}
     with ms.read() as conn:
-        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5]
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5, 6]
         row = conn.execute(sa.select(schema.slices)).one()
         assert conn.execute(sa.select(schema.repositories.c.staging_version)).scalar_one() == 0
     assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled

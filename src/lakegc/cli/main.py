@@ -149,7 +149,7 @@ def _root(
 
 
 def _register() -> None:
-    from lakegc.cli import connectors, db, demo, fs, gc, history, refs
+    from lakegc.cli import connectors, db, demo, fs, gc, history, refs, server
 
     app.add_typer(db.app, name="db")
     app.add_typer(refs.repo_app, name="repo")
@@ -159,6 +159,8 @@ def _register() -> None:
     app.add_typer(gc.app, name="gc")
     app.add_typer(connectors.catalog_app, name="catalog")
     app.add_typer(connectors.iceberg_app, name="iceberg")
+    app.add_typer(server.auth_app, name="auth")
+    app.command("serve", epilog="Example: lakegc serve --port 8000")(server.serve)
     history.register(app)
     app.command("demo", epilog="Example: lakegc demo --dir /tmp/lakegc-demo")(demo.demo)
 

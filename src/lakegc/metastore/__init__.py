@@ -19,8 +19,9 @@ from lakegc.redact import mask_secrets
 from lakegc.settings import lakegc_home, load_settings
 from lakegc.timeutil import utcnow
 
-# 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions; 5: tree changes
-SCHEMA_VERSION = 5
+# 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions; 5: tree changes;
+# 6: users and access keys (new tables)
+SCHEMA_VERSION = 6
 
 
 def _v2_slice_write_window(conn: Connection) -> None:

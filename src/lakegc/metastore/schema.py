@@ -208,3 +208,22 @@ gc_fences = sa.Table(
     sa.Column("parameters", sa.JSON, nullable=False),  # the run's cutoffs, default cutoff and "now"
     sa.Column("raised_at", UtcDateTime, nullable=False),
 )
+
+
+# Users of `lakegc serve` and their key pairs (lakeFS's basic auth). The secret is kept only as a
+# salted scrypt hash: it is shown once, when `lakegc auth create-user` makes it.
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("name", NAME, primary_key=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+
+access_keys = sa.Table(
+    "access_keys",
+    metadata,
+    sa.Column("access_key_id", NAME, primary_key=True),
+    sa.Column("user", NAME, sa.ForeignKey("users.name", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("secret_hash", sa.String(512), nullable=False),  # scrypt$n$r$p$salt-hex$hash-hex
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)

@@ -10,6 +10,7 @@ checked against the sweep's fence (`repo.fence`) in the transaction that makes i
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -155,8 +156,8 @@ class Repository:
     def create_branch(self, name: str, source: str) -> Branch:
         validate_ref_name(name)
         with self.store.write() as tx:
+            tx.refuse_taken_ref_name(name)  # first: "exists" whatever the source (lakeFS's clients rely on it)
             commit_id, _ = tx.resolve(source)
-            tx.refuse_taken_ref_name(name)
             fence.check(tx, branch=(name, commit_id))
             tx.insert_branch(name, commit_id)
         return Branch(name, commit_id)
@@ -275,6 +276,16 @@ class Repository:
             if entry.address_kind is AddressKind.RELATIVE:
                 return self.storage.read(entry.address)
             return read_location(entry.address)
+        except ObjectNotFound:
+            raise ObjectGone(f"lakegc://{self.name}/{ref}/{path}") from None
+
+    def open(self, ref: str, path: str) -> tuple[Entry, BinaryIO]:
+        """The entry `path` has on `ref` and its content as a stream (ObjectGone: collected)."""
+        entry = self.stat(ref, path)
+        try:
+            if entry.address_kind is AddressKind.RELATIVE:
+                return entry, self.storage.open_read(entry.address)
+            return entry, io.BytesIO(read_location(entry.address))
         except ObjectNotFound:
             raise ObjectGone(f"lakegc://{self.name}/{ref}/{path}") from None
 

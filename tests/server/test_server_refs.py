@@ -1,0 +1,99 @@
+"""`lakegc serve`: branches, commits, tags, log, merge and diffs through the real lakefs-sdk."""
+
+from __future__ import annotations
+
+import lakefs_sdk
+import pytest
+from lakefs_sdk.exceptions import ApiException
+
+
+@pytest.fixture
+def api(server):
+    conf = lakefs_sdk.Configuration(host=server.api, username=server.key, password=server.secret)
+    with lakefs_sdk.ApiClient(conf) as client:
+        lakefs_sdk.RepositoriesApi(client).create_repository(
+            lakefs_sdk.RepositoryCreation(name="repo", storage_namespace=f"local://{server.env.namespace()}")
+        )
+        yield client
+
+
+def status_of(call) -> int:
+    with pytest.raises(ApiException) as raised:
+        call()
+    return raised.value.status
+
+
+def test_branches_commits_tags_merge_and_diff(server, api) -> None:
+    branches, commits = lakefs_sdk.BranchesApi(api), lakefs_sdk.CommitsApi(api)
+    tags, refs = lakefs_sdk.TagsApi(api), lakefs_sdk.RefsApi(api)
+    repo = server.env.lake().repository("repo")  # content goes in through the same repository API
+
+    assert [b.id for b in branches.list_branches("repo").results] == ["main"]
+    branches.create_branch("repo", lakefs_sdk.BranchCreation(name="feature", source="main"))
+    assert (
+        status_of(lambda: branches.create_branch("repo", lakefs_sdk.BranchCreation(name="feature", source="main")))
+        == 409
+    )
+    assert status_of(lambda: branches.create_branch("repo", lakefs_sdk.BranchCreation(name="x", source="nope"))) == 404
+
+    repo.upload("feature", "data/a.csv", b"a,b\n1,2\n")
+    [staged] = branches.diff_branch("repo", "feature").results
+    assert (staged.type, staged.path, staged.path_type, staged.size_bytes) == ("added", "data/a.csv", "object", 8)
+    made = commits.commit("repo", "feature", lakefs_sdk.CommitCreation(message="add a", metadata={"k": "v"}))
+    assert (made.message, made.metadata, made.parents) == (
+        "add a",
+        {"k": "v"},
+        [branches.get_branch("repo", "main").commit_id],
+    )
+    assert isinstance(made.creation_date, int)
+    assert branches.get_branch("repo", "feature").commit_id == made.id
+    assert commits.get_commit("repo", "feature").id == made.id  # any ref, as the clients call it
+    assert status_of(lambda: commits.commit("repo", "feature", lakefs_sdk.CommitCreation(message="empty"))) == 400
+
+    [changed] = refs.diff_refs("repo", "main", "feature").results
+    assert (changed.type, changed.path) == ("added", "data/a.csv")
+    merged = refs.merge_into_branch("repo", "feature", "main")
+    assert commits.get_commit("repo", "main").id == merged.reference
+    assert [c.id for c in refs.log_commits("repo", "main").results][:2] == [merged.reference, made.id]
+    page = refs.log_commits("repo", "main", amount=1)
+    assert page.pagination.has_more and page.pagination.next_offset == merged.reference
+    assert refs.log_commits("repo", "main", after=page.pagination.next_offset, amount=1).results[0].id == made.id
+
+    tag = tags.create_tag("repo", lakefs_sdk.TagCreation(id="v1", ref="main"))
+    assert (tag.id, tag.commit_id) == ("v1", merged.reference)
+    assert status_of(lambda: tags.create_tag("repo", lakefs_sdk.TagCreation(id="v1", ref="main"))) == 409
+    assert tags.get_tag("repo", "v1").commit_id == merged.reference
+    assert [t.id for t in tags.list_tags("repo").results] == ["v1"]
+    tags.delete_tag("repo", "v1")
+    assert status_of(lambda: tags.get_tag("repo", "v1")) == 404
+
+    branches.revert_branch("repo", "main", lakefs_sdk.RevertCreation(ref="main", parent_number=1))
+    assert repo.diff(merged.reference, "main")[0].type == "removed"
+    repo.upload("feature", "tmp", b"x")
+    branches.reset_branch("repo", "feature", lakefs_sdk.ResetCreation(type="reset"))
+    assert branches.diff_branch("repo", "feature").results == []
+    branches.delete_branch("repo", "feature")
+    assert status_of(lambda: branches.get_branch("repo", "feature")) == 404
+    assert status_of(lambda: commits.get_commit("repo", "no-such-ref")) == 404
+
+
+def test_gc_rules_on_both_paths(server, api) -> None:
+    repos, internal = lakefs_sdk.RepositoriesApi(api), lakefs_sdk.InternalApi(api)
+    assert status_of(lambda: repos.get_gc_rules("repo")) == 404
+    rules = lakefs_sdk.GarbageCollectionRules(
+        default_retention_days=7, branches=[lakefs_sdk.GarbageCollectionRule(branch_id="main", retention_days=30)]
+    )
+    repos.set_gc_rules("repo", rules)
+    assert repos.get_gc_rules("repo") == rules
+    assert internal.internal_get_garbage_collection_rules("repo") == rules
+    assert server.env.lake().repository("repo").gc_rules().default_retention_days == 7  # what a run reads
+    older = lakefs_sdk.GarbageCollectionRules(default_retention_days=3, branches=[])
+    internal.internal_set_garbage_collection_rules("repo", older)
+    assert repos.get_gc_rules("repo").default_retention_days == 3
+    bad = server.request(
+        "PUT", "/repositories/repo/settings/gc_rules", body=b'{"default_retention_days": -1, "branches": []}',
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    assert bad.status == 400 and "default_retention_days" in bad.json()["message"]
+    repos.delete_gc_rules("repo")
+    assert status_of(lambda: repos.get_gc_rules("repo")) == 404

@@ -1,0 +1,80 @@
+"""`lakegc serve` as a real process on a free loopback port, with a user and its key pair (the
+`server` fixture of tests/server, through its conftest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import urllib3
+
+
+@dataclass
+class Server:
+    url: str  # http://127.0.0.1:PORT
+    key: str
+    secret: str
+    env: Any  # conftest.Env
+
+    @property
+    def api(self) -> str:
+        return self.url + "/api/v1"
+
+    def request(self, method: str, path: str, *, auth: tuple[str, str] | None = None, **kw) -> urllib3.BaseHTTPResponse:
+        """A raw request to /api/v1`path`, with the server's key pair unless `auth` says otherwise."""
+        user, password = auth if auth is not None else (self.key, self.secret)
+        given = kw.pop("headers", {})
+        headers = (
+            {}
+            if any(h.lower() == "authorization" for h in given)
+            else urllib3.make_headers(basic_auth=f"{user}:{password}")
+        )
+        headers.update(given)
+        return urllib3.request(method, self.api + path, headers=headers, retries=False, **kw)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(env) -> Iterator[Server]:
+    environ = {**os.environ, **env.environ()}
+    made = subprocess.run(
+        [sys.executable, "-m", "lakegc", "auth", "create-user", "tester", "--json"],
+        env=environ, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    pair = json.loads(made.stdout)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lakegc", "serve", "--port", str(port)],
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60  # a hang guard, not a speed check
+    while True:
+        try:
+            if urllib3.request("GET", url + "/api/v1/healthcheck", retries=False).status == 204:
+                break
+        except urllib3.exceptions.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"lakegc serve did not come up: {proc.communicate()}")
+        time.sleep(0.1)
+    try:
+        yield Server(url, pair["access_key_id"], pair["secret_access_key"], env)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err, err
