@@ -15,6 +15,10 @@ from lakefs_spec import LakeFSFileSystem
 
 from lakegc.timeutil import utcnow
 
+# Each test starts a server process and drives several clients (one runs GC on Spark): the slow CI
+# step, which keeps the first within its 12 minutes.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def sdk(server):

@@ -6,6 +6,10 @@ import lakefs_sdk
 import pytest
 from lakefs_sdk.exceptions import ApiException
 
+# Each test starts a server process and drives several clients (one runs GC on Spark): the slow CI
+# step, which keeps the first within its 12 minutes.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def api(server):
