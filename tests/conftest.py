@@ -33,7 +33,7 @@ import lakegc.metastore as metastore
 from lakegc.cli.main import app
 from lakegc.repo.repository import Lake
 
-pytest_plugins = ["support.lakegc_server"]  # the `server` fixture: `lakegc serve` as a real process
+pytest_plugins = ["support.lakegc_server"]  # `server` (`lakegc serve` as a real process) and `sdk`
 
 # Run on SQLite and on PostgreSQL: whole modules, or "module.py::name" for the tests of a module named
 # so or using a fixture so named. Every such test whose fixtures need `backend` (through `env`,

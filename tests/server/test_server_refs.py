@@ -4,32 +4,16 @@ from __future__ import annotations
 
 import lakefs_sdk
 import pytest
-from lakefs_sdk.exceptions import ApiException
+from support.lakegc_server import status_of
 
 # Each test starts a server process and drives several clients (one runs GC on Spark): the slow CI
 # step, which keeps the first within its 12 minutes.
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def api(server):
-    conf = lakefs_sdk.Configuration(host=server.api, username=server.key, password=server.secret)
-    with lakefs_sdk.ApiClient(conf) as client:
-        lakefs_sdk.RepositoriesApi(client).create_repository(
-            lakefs_sdk.RepositoryCreation(name="repo", storage_namespace=f"local://{server.env.namespace()}")
-        )
-        yield client
-
-
-def status_of(call) -> int:
-    with pytest.raises(ApiException) as raised:
-        call()
-    return raised.value.status
-
-
-def test_branches_commits_tags_merge_and_diff(server, api) -> None:
-    branches, commits = lakefs_sdk.BranchesApi(api), lakefs_sdk.CommitsApi(api)
-    tags, refs = lakefs_sdk.TagsApi(api), lakefs_sdk.RefsApi(api)
+def test_branches_commits_tags_merge_and_diff(server, sdk) -> None:
+    branches, commits = lakefs_sdk.BranchesApi(sdk), lakefs_sdk.CommitsApi(sdk)
+    tags, refs = lakefs_sdk.TagsApi(sdk), lakefs_sdk.RefsApi(sdk)
     repo = server.env.lake().repository("repo")  # content goes in through the same repository API
 
     assert [b.id for b in branches.list_branches("repo").results] == ["main"]
@@ -81,8 +65,8 @@ def test_branches_commits_tags_merge_and_diff(server, api) -> None:
     assert status_of(lambda: commits.get_commit("repo", "no-such-ref")) == 404
 
 
-def test_gc_rules_on_both_paths(server, api) -> None:
-    repos, internal = lakefs_sdk.RepositoriesApi(api), lakefs_sdk.InternalApi(api)
+def test_gc_rules_on_both_paths(server, sdk) -> None:
+    repos, internal = lakefs_sdk.RepositoriesApi(sdk), lakefs_sdk.InternalApi(sdk)
     assert status_of(lambda: repos.get_gc_rules("repo")) == 404
     rules = lakefs_sdk.GarbageCollectionRules(
         default_retention_days=7, branches=[lakefs_sdk.GarbageCollectionRule(branch_id="main", retention_days=30)]

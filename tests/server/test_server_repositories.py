@@ -6,22 +6,16 @@ import json
 
 import lakefs_sdk
 import pytest
-from lakefs_sdk.exceptions import ApiException
+from support.lakegc_server import status_of
 
 
-def sdk(server) -> lakefs_sdk.ApiClient:
+def client_of(server) -> lakefs_sdk.ApiClient:
     conf = lakefs_sdk.Configuration(host=server.api, username=server.key, password=server.secret)
     return lakefs_sdk.ApiClient(conf)
 
 
-def status_of(call) -> int:
-    with pytest.raises(ApiException) as raised:
-        call()
-    return raised.value.status
-
-
 def test_the_setup_endpoints_answer_in_lakefs_shapes(server) -> None:
-    with sdk(server) as client:
+    with client_of(server) as client:
         config = lakefs_sdk.ConfigApi(client).get_config()
         assert config.storage_config.pre_sign_support is False
         assert tuple(int(p) for p in config.version_config.version.split(".")) >= (1, 3, 1)
@@ -31,7 +25,7 @@ def test_the_setup_endpoints_answer_in_lakefs_shapes(server) -> None:
 
 def test_repositories_through_lakefs_sdk(server) -> None:
     ns = server.env.namespace()
-    with sdk(server) as client:
+    with client_of(server) as client:
         repos = lakefs_sdk.RepositoriesApi(client)
         made = repos.create_repository(
             lakefs_sdk.RepositoryCreation(name="repo", storage_namespace=f"local://{ns}", default_branch="main")

@@ -78,3 +78,25 @@ def server(env) -> Iterator[Server]:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
         assert "Traceback" not in err, err
+
+
+@pytest.fixture
+def sdk(server: Server) -> Iterator[Any]:
+    """A lakefs-sdk client of `server`, with a repository `repo` created through it."""
+    import lakefs_sdk
+
+    conf = lakefs_sdk.Configuration(host=server.api, username=server.key, password=server.secret)
+    with lakefs_sdk.ApiClient(conf) as client:
+        lakefs_sdk.RepositoriesApi(client).create_repository(
+            lakefs_sdk.RepositoryCreation(name="repo", storage_namespace=f"local://{server.env.namespace()}")
+        )
+        yield client
+
+
+def status_of(call: Any) -> int:
+    """The HTTP status of the lakefs-sdk error `call()` raises (it must raise one)."""
+    from lakefs_sdk.exceptions import ApiException
+
+    with pytest.raises(ApiException) as raised:
+        call()
+    return raised.value.status

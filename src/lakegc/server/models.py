@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from lakegc.errors import InvalidArgument
-from lakegc.repo.model import Change, Commit, Entry, RepositoryInfo
+from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 
 VERSION = "1.50.0"  # what we answer as lakeFS's version: plain numbers (lakefs-spec parses them)
 MAX_PER_PAGE = 1000
@@ -36,6 +36,20 @@ def page(
     chosen = wanted[:size]
     more = len(wanted) > size
     return chosen, Pagination(has_more=more, next_offset=key(chosen[-1]) if more else "", results=len(chosen))
+
+
+def listed(
+    items: Sequence[T],
+    key: Callable[[T], str],
+    doc: Callable[[T], dict[str, Any]],
+    *,
+    prefix: str = "",
+    after: str = "",
+    amount: int | None = None,
+) -> dict[str, Any]:
+    """One page of `items` as lakeFS lists them: `{"pagination": ..., "results": [doc(item), ...]}`."""
+    found, pagination = page(items, key, prefix=prefix, after=after, amount=amount)
+    return listing([doc(item) for item in found], pagination)
 
 
 class RepositoryCreation(BaseModel):
@@ -79,6 +93,14 @@ STORAGE_CONFIG = {
 
 def ref(name: str, commit_id: str) -> dict[str, Any]:
     return {"id": name, "commit_id": commit_id}
+
+
+def branch(b: Branch) -> dict[str, Any]:
+    return ref(b.name, b.head)
+
+
+def tag(t: Tag) -> dict[str, Any]:
+    return ref(t.name, t.commit_id)
 
 
 def commit(c: Commit) -> dict[str, Any]:

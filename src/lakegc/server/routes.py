@@ -54,10 +54,10 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
     # -- repositories -------------------------------------------------------------
     @api.get("/repositories")
     def list_repositories(prefix: str = "", after: str = "", amount: int | None = None) -> dict[str, Any]:
-        found, pagination = models.page(
-            lake.repositories(), lambda r: r.name, prefix=prefix, after=after, amount=amount
+        repositories = lake.repositories()
+        return models.listed(
+            repositories, lambda r: r.name, models.repository, prefix=prefix, after=after, amount=amount
         )
-        return models.listing([models.repository(r) for r in found], pagination)
 
     @api.post("/repositories", status_code=201)
     def create_repository(body: RepositoryCreation, bare: bool = False) -> dict[str, Any]:
@@ -80,10 +80,8 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
     # -- branches -------------------------------------------------------------------
     @api.get("/repositories/{repository}/branches")
     def list_branches(repository: str, prefix: str = "", after: str = "", amount: int | None = None) -> dict[str, Any]:
-        found, pagination = models.page(
-            lake.repository(repository).branches(), lambda b: b.name, prefix=prefix, after=after, amount=amount
-        )
-        return models.listing([models.ref(b.name, b.head) for b in found], pagination)
+        branches = lake.repository(repository).branches()
+        return models.listed(branches, lambda b: b.name, models.branch, prefix=prefix, after=after, amount=amount)
 
     @api.post("/repositories/{repository}/branches", status_code=201)
     def create_branch(repository: str, body: BranchCreation) -> PlainTextResponse:
@@ -96,7 +94,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
         found = next((b for b in repo.branches() if b.name == branch), None)
         if found is None:
             raise RefNotFound(f"branch {branch!r} not found in repository {repository!r}")
-        return models.ref(found.name, found.head)
+        return models.branch(found)
 
     @api.delete("/repositories/{repository}/branches/{branch}", status_code=204)
     def delete_branch(repository: str, branch: str, force: bool = False) -> Response:
@@ -120,8 +118,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
         repository: str, branch: str, prefix: str = "", after: str = "", amount: int | None = None
     ) -> dict[str, Any]:
         changes = lake.repository(repository).diff(branch)
-        found, pagination = models.page(changes, lambda c: c.path, prefix=prefix, after=after, amount=amount)
-        return models.listing([models.diff(c) for c in found], pagination)
+        return models.listed(changes, lambda c: c.path, models.diff, prefix=prefix, after=after, amount=amount)
 
     @api.post("/repositories/{repository}/branches/{branch}/commits", status_code=201)
     def commit(repository: str, branch: str, body: CommitCreation) -> dict[str, Any]:
@@ -134,22 +131,20 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
     # -- tags -------------------------------------------------------------------------
     @api.get("/repositories/{repository}/tags")
     def list_tags(repository: str, prefix: str = "", after: str = "", amount: int | None = None) -> dict[str, Any]:
-        found, pagination = models.page(
-            lake.repository(repository).tags(), lambda t: t.name, prefix=prefix, after=after, amount=amount
-        )
-        return models.listing([models.ref(t.name, t.commit_id) for t in found], pagination)
+        tags = lake.repository(repository).tags()
+        return models.listed(tags, lambda t: t.name, models.tag, prefix=prefix, after=after, amount=amount)
 
     @api.post("/repositories/{repository}/tags", status_code=201)
     def create_tag(repository: str, body: TagCreation) -> dict[str, Any]:
         tag = lake.repository(repository).create_tag(body.id, body.ref)
-        return models.ref(tag.name, tag.commit_id)
+        return models.tag(tag)
 
     @api.get("/repositories/{repository}/tags/{tag}")
     def get_tag(repository: str, tag: str) -> dict[str, Any]:
         found = next((t for t in lake.repository(repository).tags() if t.name == tag), None)
         if found is None:
             raise RefNotFound(f"tag {tag!r} not found in repository {repository!r}")
-        return models.ref(found.name, found.commit_id)
+        return models.tag(found)
 
     @api.delete("/repositories/{repository}/tags/{tag}", status_code=204)
     def delete_tag(repository: str, tag: str, force: bool = False) -> Response:
@@ -166,8 +161,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
         commits = lake.repository(repository).log(ref)
         ids = [c.id for c in commits]
         start = ids.index(after) + 1 if after in ids else 0
-        found, pagination = models.page(commits[start:], lambda c: c.id, amount=amount)
-        return models.listing([models.commit(c) for c in found], pagination)
+        return models.listed(commits[start:], lambda c: c.id, models.commit, amount=amount)
 
     @api.post("/repositories/{repository}/refs/{source}/merge/{destination}")
     def merge(repository: str, source: str, destination: str, body: MergeRequest | None = None) -> dict[str, Any]:
@@ -182,8 +176,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
         repository: str, left: str, right: str, prefix: str = "", after: str = "", amount: int | None = None
     ) -> dict[str, Any]:
         changes = lake.repository(repository).diff(left, right)
-        found, pagination = models.page(changes, lambda c: c.path, prefix=prefix, after=after, amount=amount)
-        return models.listing([models.diff(c) for c in found], pagination)
+        return models.listed(changes, lambda c: c.path, models.diff, prefix=prefix, after=after, amount=amount)
 
     # -- objects --------------------------------------------------------------------------
     def stats(repo: Repository, entry: Entry, with_metadata: bool = True) -> dict[str, Any]:
