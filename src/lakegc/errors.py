@@ -67,6 +67,10 @@ class InvalidToken(LakegcError):
     pass
 
 
+class PreconditionFailed(LakegcError):
+    """A conditional write whose condition did not hold (HTTP's 412); nothing was staged."""
+
+
 class ObjectGone(LakegcError):
     """The entry exists but its object was collected: HTTP's 410."""
 

@@ -27,6 +27,22 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Precondition:
+    """What a path must hold for a write to it to go ahead (HTTP's `If-None-Match: *` and
+    `If-Match: ETAG`): decided in the write's own transaction, so no other writer slips between."""
+
+    absent: bool = False
+    checksum: str | None = None
+
+    def holds(self, current: Entry | None) -> bool:
+        if self.absent and current is not None:
+            return False
+        if self.checksum is None:
+            return True
+        return current is not None and current.checksum.strip('"') == self.checksum.strip('"')
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     id: str
     parents: tuple[str, ...]

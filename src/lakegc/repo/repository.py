@@ -10,7 +10,6 @@ checked against the sweep's fence (`repo.fence`) in the transaction that makes i
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -30,20 +29,32 @@ from lakegc.errors import (
     ObjectGone,
     ObjectNotFound,
     PathNotFound,
+    PreconditionFailed,
     RefNotFound,
     RepoNotFound,
 )
 from lakegc.metastore import Metastore, sqlite_file
 from lakegc.repo import fence, graph, slices, tokens
 from lakegc.repo.merge import three_way
-from lakegc.repo.model import AddressKind, Branch, Change, Changes, ChangeType, Commit, Entry, RepositoryInfo, Tag
+from lakegc.repo.model import (
+    AddressKind,
+    Branch,
+    Change,
+    Changes,
+    ChangeType,
+    Commit,
+    Entry,
+    Precondition,
+    RepositoryInfo,
+    Tag,
+)
 from lakegc.repo.store import LakeTx, Transactions, Tx, entry_from_row
 from lakegc.repo.trees import TreeStore, as_changes
 from lakegc.retention.rules import GcRules, parse_rules
 from lakegc.settings import lakegc_home
-from lakegc.storage import Storage, check_key, namespace_key_of, normalize_location, open_storage, read_location
+from lakegc.storage import Storage, check_key, namespace_key_of, normalize_location, open_location, open_storage
 from lakegc.storage.namespace import claim_namespace, namespace_overlap
-from lakegc.timeutil import utcnow
+from lakegc.timeutil import as_utc, utcnow
 from lakegc.uri import validate_path, validate_ref_name, validate_repo_name
 
 if TYPE_CHECKING:
@@ -169,11 +180,21 @@ class Repository:
             tx.branch_head(name)
             tx.delete_branch(name)
 
-    def reset_branch(self, name: str) -> int:
-        """Drop every staged change of the branch; returns how many there were."""
+    def reset_branch(self, name: str, *, path: str | None = None, prefix: str | None = None) -> int:
+        """Drop staged changes of the branch: every one, the one at `path`, or those under
+        `prefix`; returns how many there were (none at `path` is no error, as in lakeFS)."""
+        if path is not None:
+            validate_path(path)
+        elif prefix:
+            validate_path(prefix, allow_prefix=True)
         with self.store.write() as tx:
             tx.branch_head(name)
-            return tx.clear_staging(name)
+            if path is None:
+                return tx.clear_staging(name, prefix or "")
+            if tx.staged(name, path) is None:
+                return 0
+            tx.unstage(name, path)
+            return 1
 
     def tags(self) -> list[Tag]:
         with self.store.read() as tx:
@@ -214,7 +235,16 @@ class Repository:
             return tx.delete_gc_rules()
 
     # -- objects ------------------------------------------------------------
-    def upload(self, branch: str, path: str, source: bytes | BinaryIO, metadata: dict[str, Any] | None = None) -> Entry:
+    def upload(
+        self,
+        branch: str,
+        path: str,
+        source: bytes | BinaryIO,
+        metadata: dict[str, Any] | None = None,
+        when: Precondition | None = None,
+    ) -> Entry:
+        """Write `source` (bytes, or a stream read in chunks) as a new object and stage it at `path`;
+        with `when`, only if the path holds what it says when the entry is staged (PreconditionFailed)."""
         validate_path(path)
         with self.store.read() as tx:
             tx.branch_head(branch)
@@ -230,8 +260,22 @@ class Repository:
         )
         with self.store.write() as tx:
             tx.branch_head(branch)
+            self._check_precondition(tx, branch, path, when)
             tx.stage(branch, entry)
         return entry
+
+    def _check_precondition(self, tx: Tx, branch: str, path: str, when: Precondition | None) -> None:
+        if when is None:
+            return
+        staged = tx.staged(branch, path)
+        if staged is not None:
+            current = None if staged.address is None else entry_from_row(staged)
+        else:
+            current = self.trees.get(tx.commit(tx.branch_head(branch)).metarange_id, path)
+        if not when.holds(current):
+            raise PreconditionFailed(
+                f"path {path!r} on branch {branch!r} " + ("exists" if when.absent and current else "has changed")
+            )
 
     def _current_slice(self, writable_until: datetime | None = None) -> str:
         """The slice a new object goes to. `writable_until` is the latest time the caller may write
@@ -271,13 +315,8 @@ class Repository:
         return entry, commit_id
 
     def read(self, ref: str, path: str) -> bytes:
-        entry = self.stat(ref, path)
-        try:
-            if entry.address_kind is AddressKind.RELATIVE:
-                return self.storage.read(entry.address)
-            return read_location(entry.address)
-        except ObjectNotFound:
-            raise ObjectGone(f"lakegc://{self.name}/{ref}/{path}") from None
+        with self.open(ref, path)[1] as stream:
+            return stream.read()
 
     def open(self, ref: str, path: str) -> tuple[Entry, BinaryIO]:
         """The entry `path` has on `ref` and its content as a stream (ObjectGone: collected)."""
@@ -285,7 +324,7 @@ class Repository:
         try:
             if entry.address_kind is AddressKind.RELATIVE:
                 return entry, self.storage.open_read(entry.address)
-            return entry, io.BytesIO(read_location(entry.address))
+            return entry, open_location(entry.address)
         except ObjectNotFound:
             raise ObjectGone(f"lakegc://{self.name}/{ref}/{path}") from None
 
@@ -354,10 +393,15 @@ class Repository:
         checksum: str,
         token: str | None = None,
         metadata: dict[str, Any] | None = None,
+        *,
+        issued: bool = False,
+        when: Precondition | None = None,
     ) -> Entry:
         """Stage an object that already exists. Outside the namespace anything goes (GC never touches
         it); inside, only an address we handed out, with its live token, once, and only when the
-        object there has the size and checksum given: a link that fails leaves the token usable."""
+        object there has the size and checksum given: a link that fails leaves the token usable.
+        `issued` (the server's staging links, whose clients carry no token): an address handed out
+        for this branch and path and not expired is its own proof, read from the metastore."""
         validate_path(path)
         if size < 0:
             raise InvalidArgument("size must not be negative")
@@ -365,16 +409,23 @@ class Repository:
         entry = Entry(
             path, key, kind, size, checksum, utcnow(), json.dumps(metadata, sort_keys=True) if metadata else None
         )
-        claims = self._verified_claims(token, key) if kind is AddressKind.RELATIVE else None
-        if claims is not None:
+        claims = None
+        if kind is AddressKind.RELATIVE:
+            claims = self._issued_claims(key) if issued and not token else self._verified_claims(token, key)
             _check_claims(claims, self.name, branch, path, key)
             self._check_object(key, size, checksum)
         with self.store.write() as tx:
             tx.branch_head(branch)
+            self._check_precondition(tx, branch, path, when)
             if claims is not None and not tx.redeem_token(claims.address):
                 raise InvalidToken("invalid token: already used")
             tx.stage(branch, entry)
         return entry
+
+    def outside_namespace(self, address: str) -> str | None:
+        """The address as a location when it lies outside the namespace (None: an object of it)."""
+        key, kind = self._classify_address(address)
+        return key if kind is AddressKind.FULL else None
 
     def _classify_address(self, address: str) -> tuple[str, AddressKind]:
         if "://" in address or address.startswith("/"):
@@ -392,6 +443,18 @@ class Repository:
         if not token:
             raise InvalidToken(f"address {key!r} is inside the namespace: link it with the token from `fs get-address`")
         return tokens.verify(self.lake.token_secret(), token, now=utcnow())
+
+    def _issued_claims(self, key: str) -> tokens.TokenClaims:
+        with self.store.read() as tx:
+            row = tx.issued_token(key)
+        if row is None:
+            raise InvalidToken(
+                f"address {key!r} is inside the namespace and was not handed out for linking (or is already linked)"
+            )
+        claims = tokens.TokenClaims(self.name, row.branch, row.path, key, as_utc(row.expires_at))
+        if claims.expires_at <= utcnow():
+            raise InvalidToken(f"invalid token: the address {key!r} expired at {claims.expires_at.isoformat()}")
+        return claims
 
     def _check_object(self, key: str, size: int, checksum: str) -> None:
         """The object at `key` is there, with `size` bytes whose checksum is `checksum` (the MD5 of

@@ -277,8 +277,12 @@ class Tx:
     def unstage(self, branch: str, path: str) -> None:
         self.conn.execute(t.staged_entries.delete().where(self._staging_of(branch), t.staged_entries.c.path == path))
 
-    def clear_staging(self, branch: str) -> int:
-        return self.conn.execute(t.staged_entries.delete().where(self._staging_of(branch))).rowcount
+    def clear_staging(self, branch: str, prefix: str = "") -> int:
+        """Drop the branch's staged changes (those whose path starts with `prefix`); how many."""
+        where = [self._staging_of(branch)]
+        if prefix:
+            where.append(t.staged_entries.c.path.startswith(prefix, autoescape=True))
+        return self.conn.execute(t.staged_entries.delete().where(*where)).rowcount
 
     def clear_committed(self, branch: str, rows: list[sa.Row]) -> None:
         """Drop exactly the staged rows a commit read, not what was staged while it committed: one
@@ -342,6 +346,15 @@ class Tx:
                 repository=self.repository, address=address, branch=branch, path=path, expires_at=expires
             )
         )
+
+    def issued_token(self, address: str) -> sa.Row | None:
+        """The unredeemed token issued for `address` (branch, path, expires_at), if any."""
+        tokens = t.address_tokens.c
+        return self.conn.execute(
+            sa.select(tokens.branch, tokens.path, tokens.expires_at).where(
+                self._of(t.address_tokens), tokens.address == address
+            )
+        ).first()
 
     def redeem_token(self, address: str) -> bool:
         """Tokens are single-use: redeeming deletes the issued row (in the transaction that stages)."""

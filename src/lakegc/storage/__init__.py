@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlparse
 
 from lakegc.errors import ObjectNotFound
@@ -21,6 +21,7 @@ __all__ = [
     "check_key",
     "namespace_key_of",
     "normalize_location",
+    "open_location",
     "open_storage",
     "read_location",
     "read_table",
@@ -39,11 +40,17 @@ def open_storage(namespace: str) -> Storage:
 
 def read_location(location: str) -> bytes:
     """Read an object by full URI (addresses linked from outside the namespace)."""
+    with open_location(location) as f:
+        return f.read()
+
+
+def open_location(location: str) -> BinaryIO:
+    """An object by full URI as a stream: read in chunks, never held whole in memory."""
     location = normalize_location(location)
     if location.startswith("file://"):
         try:
-            return Path(unquote(urlparse(location).path)).read_bytes()
+            return open(unquote(urlparse(location).path), "rb")  # noqa: SIM115 (the caller closes it)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(f"{location} does not exist") from None
     bucket, key = split_s3(location)
-    return S3Storage(f"s3://{bucket}").read(key)
+    return S3Storage(f"s3://{bucket}").open_read(key)
