@@ -9,10 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import Env, age_objects
+from conftest import Env
+from support.expiring import NAME, PARAMS, expiring_lake, readable
 
 from lakegc.engine.runs import MetastoreRunLog, RunState
-from lakegc.errors import LakegcError, ObjectGone
+from lakegc.errors import LakegcError
 from lakegc.repo.fence import FencedByGc
 from lakegc.repo.gc_source import RepositoryGcSource
 from lakegc.repo.repository import Lake, Repository
@@ -20,36 +21,6 @@ from lakegc.repogc import job
 from lakegc.repogc.job import GcOptions, run_gc
 from lakegc.retention.rules import GcRules
 from lakegc.timeutil import utcnow
-
-NAME = "repo"
-OLD = utcnow() - timedelta(days=60)
-PARAMS = {"cutoffs": [], "default_cutoff": None, "now": utcnow().isoformat()}
-
-
-def expiring_lake(env: Env, objects: int = 40) -> tuple[Lake, Repository, str, list[str]]:
-    """main keeps 7 days; `old` (60 days ago) held `objects` files that main has since overwritten,
-    so `old` expires and all its objects are deletion candidates. Returns the old commit and paths."""
-    lake = env.lake()
-    lake.create_repository(NAME, str(env.namespace()))
-    repo = lake.repository(NAME)
-    repo.set_gc_rules(GcRules.model_validate({"default_retention_days": 7, "branches": []}))
-    paths = [f"t/part-{i:05d}" for i in range(objects)]
-    for p in paths:
-        repo.upload("main", p, f"old {p}".encode())
-    old = repo.commit("main", "old", date=OLD).id
-    age_objects(env.namespace(), OLD)
-    for p in paths:
-        repo.upload("main", p, f"new {p}".encode())
-    repo.commit("main", "new", date=OLD + timedelta(days=1))
-    age_objects(env.namespace(), OLD)
-    return lake, repo, old, paths
-
-
-def readable(repo: Repository, ref: str, paths: list[str]) -> bool:
-    try:
-        return all(repo.read(ref, p) == f"old {p}".encode() for p in paths)
-    except ObjectGone:
-        return False
 
 
 # -- what writers may and may not do while a fence stands -----------------------------------------

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import urllib3
+
+from lakegc.server.launch import serving
 
 
 @dataclass
@@ -41,43 +42,26 @@ class Server:
         return urllib3.request(method, self.api + path, headers=headers, retries=False, **kw)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextmanager
+def running_server(env, *options: str, user: str = "tester") -> Iterator[Server]:
+    """`lakegc serve [options]` on a free loopback port of `env`'s metastore, with a new `user`;
+    it must not have printed a traceback when it stops."""
+    environ = {**os.environ, **env.environ()}
+    made = subprocess.run(
+        [sys.executable, "-m", "lakegc", "auth", "create-user", user, "--json"],
+        env=environ, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    pair = json.loads(made.stdout)
+    with serving(environ, *options) as served:
+        yield Server(served.url, pair["access_key_id"], pair["secret_access_key"], env)
+    err = served.process.stderr.read()
+    assert "Traceback" not in err, err
 
 
 @pytest.fixture
 def server(env) -> Iterator[Server]:
-    environ = {**os.environ, **env.environ()}
-    made = subprocess.run(
-        [sys.executable, "-m", "lakegc", "auth", "create-user", "tester", "--json"],
-        env=environ, capture_output=True, text=True, check=True, timeout=120,
-    )  # fmt: skip
-    pair = json.loads(made.stdout)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lakegc", "serve", "--port", str(port)],
-        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60  # a hang guard, not a speed check
-    while True:
-        try:
-            if urllib3.request("GET", url + "/api/v1/healthcheck", retries=False).status == 204:
-                break
-        except urllib3.exceptions.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"lakegc serve did not come up: {proc.communicate()}")
-        time.sleep(0.1)
-    try:
-        yield Server(url, pair["access_key_id"], pair["secret_access_key"], env)
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=30)
-        assert "Traceback" not in err, err
+    with running_server(env) as started:
+        yield started
 
 
 @pytest.fixture

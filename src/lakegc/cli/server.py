@@ -33,14 +33,21 @@ def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="the address to listen on"),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="the port to listen on (0: any free one)"),
+    external: list[str] = typer.Option(
+        [],
+        "--allowed-external-prefix",
+        help="a location outside every namespace that staging links may point at (repeatable; none by default)",
+    ),
 ) -> None:
     """Serve the metastore's repositories over lakeFS's REST API at /api/v1 (basic auth with a key
     pair from `lakegc auth create-user`), so lakeFS's clients work against lakegc."""
     import uvicorn
 
     from lakegc.server.app import create_app
+    from lakegc.storage import normalize_location
 
     lake = state(ctx).lake
     lake.metastore.ensure_schema()
+    app = create_app(lake, [normalize_location(prefix) for prefix in external])
     output.say(f"lakegc serve: lakeFS API at http://{host}:{port}/api/v1 (Ctrl-C stops)", err=True)
-    uvicorn.run(create_app(lake), host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

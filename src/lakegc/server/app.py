@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lakegc.errors import LakegcError
@@ -25,6 +27,7 @@ from lakegc.repo.repository import Lake
 from lakegc.server.routes import register
 from lakegc.server.statuses import status_of
 from lakegc.server.users import Authenticator, User
+from lakegc.storage import real_location
 
 log = logging.getLogger("lakegc.serve")
 
@@ -76,7 +79,10 @@ def current_user(request: Request) -> User:
     return request.state.user
 
 
-def create_app(lake: Lake) -> FastAPI:
+def create_app(lake: Lake, allowed_external_prefixes: Sequence[str] = ()) -> FastAPI:
+    """The server's app. `allowed_external_prefixes`: locations outside every namespace that staging
+    links may point at (resolved here, symlinks and all)."""
+    external = [real_location(prefix) for prefix in allowed_external_prefixes]
     app = FastAPI(title="lakegc", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BasicAuth, auth=Authenticator(lake.metastore))
 
@@ -94,6 +100,13 @@ def create_app(lake: Lake) -> FastAPI:
     def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"message": str(exc.detail)}, status_code=exc.status_code)
 
+    @app.exception_handler(ClientDisconnect)
+    def _gone(request: Request, _exc: ClientDisconnect) -> Response:
+        """The client hung up mid-body: nothing was staged (the object is written first, staged
+        last), the partial file is removed, and there is no one left to answer."""
+        log.info("client disconnected during %s %s", request.method, request.url.path)
+        return Response(status_code=400)
+
     @app.exception_handler(Exception)
     def _bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error on %s %s", request.method, request.url.path)
@@ -107,7 +120,7 @@ def create_app(lake: Lake) -> FastAPI:
 
     api = APIRouter(prefix="/api/v1")
 
-    register(api, lake, current_user)
+    register(api, lake, current_user, external)
     app.include_router(public)
     app.include_router(api)
     return app

@@ -241,3 +241,21 @@ class ObjectCopyCreation(BaseModel):
     src_ref: str | None = None
     force: bool = False
     shallow: bool = False
+
+
+class StagingLocation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    physical_address: str | None = None
+    presigned_url: str | None = None
+    presigned_url_expiry: int | None = None
+
+
+class StagingMetadata(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    staging: StagingLocation
+    checksum: str
+    size_bytes: int
+    user_metadata: dict[str, str] | None = None
+    content_type: str | None = None
+    mtime: int | None = None
+    force: bool = False

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from lakegc.errors import InvalidArgument, LakegcError, NotFound, PathNotFound, RefNotFound
-from lakegc.repo.model import Entry
+from lakegc.repo.model import Entry, Precondition
 from lakegc.repo.repository import Lake, Repository
 from lakegc.retention.rules import parse_rules
-from lakegc.server import models
+from lakegc.server import models, streams
 from lakegc.server.models import (
     BranchCreation,
     CommitCreation,
@@ -25,13 +26,18 @@ from lakegc.server.models import (
     RepositoryCreation,
     ResetCreation,
     RevertCreation,
+    StagingMetadata,
     TagCreation,
 )
 from lakegc.server.statuses import status_of
 from lakegc.server.users import User
+from lakegc.storage import real_location, within
 
 
-def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> None:
+def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], external: Sequence[str] = ()) -> None:
+    """Every route but the health check on `api`. `external`: the real locations outside any
+    namespace that staging links may point at (none by default: a link cannot make the server read
+    a file or bucket of its own choosing for a client)."""
     register_gc_rules(api, lake)
 
     # -- setup -------------------------------------------------------------------
@@ -103,9 +109,18 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
 
     @api.put("/repositories/{repository}/branches/{branch}", status_code=204)
     def reset_branch(repository: str, branch: str, body: ResetCreation) -> Response:
-        if body.type != "reset":
-            raise InvalidArgument(f"reset of one {body.type!r} is not supported: reset the whole branch (type 'reset')")
-        lake.repository(repository).reset_branch(branch)
+        """Drop staged changes: all of them (type `reset`), the one at `path` (`object`), or those
+        under `path` (`common_prefix`)."""
+        repo = lake.repository(repository)
+        if body.type == "reset":
+            repo.reset_branch(branch)
+        elif body.type in ("object", "common_prefix") and body.path:
+            repo.reset_branch(branch, **{"path" if body.type == "object" else "prefix": body.path})
+        else:
+            raise InvalidArgument(
+                f"invalid reset: type {body.type!r} with path {body.path!r} (type is reset, or object or "
+                "common_prefix with a path)"
+            )
         return Response(status_code=204)
 
     @api.post("/repositories/{repository}/branches/{branch}/revert", status_code=204)
@@ -184,45 +199,55 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
 
     @api.post("/repositories/{repository}/branches/{branch}/objects", status_code=201)
     async def upload(request: Request, repository: str, branch: str, path: str) -> JSONResponse:
-        """Both of the clients' forms: multipart/form-data with a `content` part (lakefs-sdk) and the
-        raw body, chunked and maybe empty (lakefs, lakefs-spec, pandas)."""
-        if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            form = await request.form()
-            part = form.get("content")
-            data = b"" if part is None else await part.read() if hasattr(part, "read") else str(part).encode()
-        else:
-            data = await request.body()
+        """Both of the clients' forms, streamed to storage: multipart/form-data with a `content`
+        part (lakefs-sdk; Starlette spools it to disk past 1 MB) and the raw body, chunked and maybe
+        empty (lakefs, lakefs-spec, pandas), read chunk by chunk as storage writes it."""
         metadata = {
             name.removeprefix(USER_META): value for name, value in request.headers.items() if name.startswith(USER_META)
         }
-        create_only = request.headers.get("if-none-match", "").strip() == "*"
+        when = precondition(request)
         repo = await run_in_threadpool(lake.repository, repository)
-        if create_only and await run_in_threadpool(_exists, repo, branch, path):
-            return JSONResponse({"message": f"path {path!r} already exists"}, status_code=412)
-        entry = await run_in_threadpool(repo.upload, branch, path, data, metadata or None)
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            source = streams.blocking(request.stream())
+            entry = await run_in_threadpool(repo.upload, branch, path, source, metadata or None, when)
+            return JSONResponse(stats(repo, entry), status_code=201)
+        async with request.form() as form:
+            part = form.get("content")
+            if part is None or isinstance(part, str):
+                content: BinaryIO = io.BytesIO((part or "").encode())
+            else:
+                await part.seek(0)
+                content = part.file
+            entry = await run_in_threadpool(repo.upload, branch, path, content, metadata or None, when)
         return JSONResponse(stats(repo, entry), status_code=201)
 
     @api.get("/repositories/{repository}/refs/{ref}/objects")
     def get_object(request: Request, repository: str, ref: str, path: str, presign: bool = False) -> Response:
         repo = lake.repository(repository)
         entry, stream = repo.open(ref, path)
-        with stream:
-            try:
-                wanted = models.byte_range(request.headers.get("range"), entry.size)
-            except models.RangeNotSatisfiable:
-                return JSONResponse(
-                    {"message": f"range not satisfiable: the object has {entry.size} bytes"},
-                    status_code=416,
-                    headers={"Content-Range": f"bytes */{entry.size}"},
-                )
-            headers = {"ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
-            if wanted is None:
-                return Response(stream.read(), media_type="application/octet-stream", headers=headers)
-            start, end = wanted
-            _skip(stream, start)
-            headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
-            body = stream.read(end - start + 1)
-            return Response(body, status_code=206, media_type="application/octet-stream", headers=headers)
+        try:
+            wanted = models.byte_range(request.headers.get("range"), entry.size)
+        except models.RangeNotSatisfiable:
+            stream.close()
+            return JSONResponse(
+                {"message": f"range not satisfiable: the object has {entry.size} bytes"},
+                status_code=416,
+                headers={"Content-Range": f"bytes */{entry.size}"},
+            )
+        except LakegcError:
+            stream.close()
+            raise
+        headers = {"ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
+        if wanted is None:
+            return StreamingResponse(streams.content(stream), media_type="application/octet-stream", headers=headers)
+        start, end = wanted
+        headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
+        return StreamingResponse(
+            streams.content(stream, start, end - start + 1),
+            status_code=206,
+            media_type="application/octet-stream",
+            headers=headers,
+        )
 
     @api.head("/repositories/{repository}/refs/{ref}/objects")
     def head_object(repository: str, ref: str, path: str) -> Response:
@@ -284,25 +309,60 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User]) -> N
         entry = repo.copy(body.src_ref or branch, body.src_path, branch, dest_path)
         return stats(repo, entry)
 
+    # -- staging backing: write the object yourself, then link it ---------------------------
+    @api.get("/repositories/{repository}/branches/{branch}/staging/backing")
+    def get_physical_address(repository: str, branch: str, path: str, presign: bool = False) -> dict[str, Any]:
+        """A fresh address in the namespace to write `path`'s object to, then link it (PUT below)
+        before it expires; GC keeps it meanwhile. No presigned URLs (pre_sign_support is false)."""
+        if presign:
+            raise InvalidArgument("presigned URLs are not served by lakegc: write to physical_address yourself")
+        repo = lake.repository(repository)
+        claims = repo.get_physical_address(branch, path)
+        return {"physical_address": models.lakefs_namespace(repo.storage.full_uri(claims.address))}
+
+    @api.put("/repositories/{repository}/branches/{branch}/staging/backing")
+    def link_physical_address(
+        request: Request, repository: str, branch: str, path: str, body: StagingMetadata
+    ) -> dict[str, Any]:
+        """Link an object already written as `path`: an address GET handed out for this branch and
+        path and not expired (once), or one outside the namespace under an allowed external prefix."""
+        address = body.staging.physical_address
+        if not address:
+            raise InvalidArgument("staging.physical_address is required")
+        if not body.checksum:
+            raise InvalidArgument("checksum is required")
+        repo = lake.repository(repository)
+        outside = repo.outside_namespace(address)
+        if outside is not None and not any(within(prefix, real_location(outside)) for prefix in external):
+            raise InvalidArgument(
+                f"address {address!r} is outside the repository's namespace and under no allowed external "
+                "prefix (lakegc serve --allowed-external-prefix)"
+            )
+        entry = repo.link(
+            branch,
+            path,
+            address,
+            body.size_bytes,
+            body.checksum,
+            metadata=body.user_metadata,
+            issued=True,
+            when=precondition(request),
+        )
+        return stats(repo, entry)
+
 
 USER_META = "x-lakefs-meta-"
 
 
-def _exists(repo: Repository, branch: str, path: str) -> bool:
-    try:
-        repo.stat(branch, path)
-    except NotFound:
-        return False
-    return True
-
-
-def _skip(stream: BinaryIO, count: int) -> None:
-    """Move `stream` `count` bytes on: a seek where it can, else a read (an S3 body)."""
-    if stream.seekable():
-        stream.seek(count)
-        return
-    while count:
-        count -= len(stream.read(min(count, 1 << 20)) or b"") or count
+def precondition(request: Request) -> Precondition | None:
+    """The write's condition from `If-None-Match: *` (the path must be absent) and `If-Match: ETAG`."""
+    none_match = request.headers.get("if-none-match", "").strip()
+    match = request.headers.get("if-match", "").strip()
+    if none_match and none_match != "*":
+        raise InvalidArgument("If-None-Match supports only '*'")
+    if not none_match and not match:
+        return None
+    return Precondition(absent=bool(none_match), checksum=match or None)
 
 
 def register_gc_rules(api: APIRouter, lake: Lake) -> None:

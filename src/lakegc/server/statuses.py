@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lakegc import errors
 from lakegc.errors import LakegcError
+from lakegc.repo.fence import FencedByGc
 
 # lakeFS's status for each of our errors (the most specific class listed first wins).
 STATUS: list[tuple[type[LakegcError], int]] = [
@@ -13,6 +14,8 @@ STATUS: list[tuple[type[LakegcError], int]] = [
     (errors.AlreadyExists, 409),
     (errors.MergeConflict, 409),
     (errors.ConcurrentUpdate, 409),
+    (errors.PreconditionFailed, 412),
+    (FencedByGc, 423),  # locked until the sweep ends: not 409, which lakeFS's clients read as "exists"
     (errors.MetastoreError, 503),
     (errors.CorruptMetadata, 500),
 ]
