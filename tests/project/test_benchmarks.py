@@ -238,3 +238,20 @@ def test_address_joins_never_broadcast_through_the_driver(spark):
     referenced = spark.createDataFrame([(f"data/s/{i}",) for i in range(0, 100, 2)], "address string")
     plan = listed.join(referenced, "address", "left_anti")._jdf.queryExecution().executedPlan().toString()
     assert "SortMergeJoin" in plan and "Broadcast" not in plan
+
+
+@pytest.mark.slow  # a server process and both clients: the second CI step
+def test_server_benchmark_runs_with_both_clients_and_checks_every_read(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.server", "--objects", "5", "--large-mb", "2", "--json",
+         "--dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout)
+    clients = {r["client"] for r in rows}
+    assert {"lakefs (raw body)", "lakefs-sdk (multipart)", "lakefs (reader)", "lakefs-sdk (get_object)"} <= clients
+    assert all(r["seconds"] > 0 and r["server_rss_mb"] > 0 for r in rows)
+    assert [r["objects"] for r in rows if r["operation"] == "upload"] == [5, 5]
+    large = [r for r in rows if r["operation"].endswith("large")]
+    assert [r["bytes_each"] for r in large] == [2 << 20, 2 << 20]
