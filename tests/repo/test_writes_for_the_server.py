@@ -11,7 +11,14 @@ from datetime import timedelta
 import pytest
 from conftest import Env
 
-from lakegc.errors import InvalidArgument, InvalidToken, PathNotFound, PreconditionFailed
+from lakegc.errors import (
+    InvalidArgument,
+    InvalidToken,
+    MergeConflict,
+    NothingToCommit,
+    PathNotFound,
+    PreconditionFailed,
+)
 from lakegc.repo.model import AddressKind, Entry, Precondition
 from lakegc.repo.repository import Repository
 from lakegc.timeutil import utcnow
@@ -156,3 +163,63 @@ def test_an_object_linked_from_outside_the_namespace_is_read_as_a_stream(repo: R
     entry, stream = repo.open("main", "ext")
     with stream:
         assert stream.read(10) == b"0123456789" and entry.size == 10_000
+
+
+# -- cherry-pick, log filters, three-dot diffs (lakeFS's refs API) -----------------------------------
+def _diverged(repo: Repository) -> dict[str, str]:
+    """main: a=1 (c0); feature: +b (c1), a=2 (c2); main then: +m (c3). Returns the commit ids."""
+    repo.upload("main", "a", b"1")
+    c0 = repo.commit("main", "c0").id
+    repo.create_branch("feature", "main")
+    repo.upload("feature", "dir/b", b"b")
+    c1 = repo.commit("feature", "c1", metadata={"k": "v"}).id
+    repo.upload("feature", "a", b"2")
+    c2 = repo.commit("feature", "c2").id
+    repo.upload("main", "m", b"m")
+    c3 = repo.commit("main", "c3").id
+    return {"c0": c0, "c1": c1, "c2": c2, "c3": c3}
+
+
+def test_cherry_pick_applies_one_commits_change_with_its_message(repo: Repository) -> None:
+    ids = _diverged(repo)
+    picked = repo.cherry_pick("main", ids["c1"])
+    assert (picked.parents, picked.message, picked.metadata) == ((ids["c3"],), "c1", {"k": "v"})
+    assert repo.read("main", "dir/b") == b"b" and repo.read("main", "a") == b"1"  # c2's change stays out
+    with pytest.raises(NothingToCommit):
+        repo.cherry_pick("main", ids["c1"])  # already there
+    with pytest.raises(InvalidArgument, match="parent number 2"):
+        repo.cherry_pick("main", ids["c2"], parent=2)
+
+
+def test_cherry_pick_of_a_conflicting_change_is_refused_and_changes_nothing(repo: Repository) -> None:
+    ids = _diverged(repo)
+    repo.upload("main", "a", b"3")
+    head = repo.commit("main", "a=3").id
+    with pytest.raises(MergeConflict):
+        repo.cherry_pick("main", ids["c2"])  # a: 1 -> 2 there, 1 -> 3 here
+    assert repo.resolve("main")[0].id == head
+
+
+def test_log_filters_first_parent_since_stop_at_and_paths(repo: Repository) -> None:
+    ids = _diverged(repo)
+    merged = repo.merge("feature", "main").id
+    everything = [c.id for c in repo.log("main")]
+    assert set(everything) >= set(ids.values()) and everything[0] == merged
+    first = [c.id for c in repo.log("main", first_parent=True)]
+    assert ids["c1"] not in first and ids["c2"] not in first and ids["c3"] in first
+    assert [c.message for c in repo.log("main", stop_at=ids["c3"])] == [c.message for c in repo.log("main")][
+        : everything.index(ids["c3"]) + 1
+    ]
+    touched_a = [c.id for c in repo.log("main", paths=["a"])]
+    assert ids["c0"] in touched_a and ids["c2"] in touched_a and ids["c1"] not in touched_a and merged in touched_a
+    assert [c.id for c in repo.log("main", prefixes=["dir/"])] == [merged, ids["c1"]]
+    future = utcnow() + timedelta(days=1)
+    assert repo.log("main", since=future) == []
+
+
+def test_three_dot_diff_shows_only_what_the_right_side_changed(repo: Repository) -> None:
+    _diverged(repo)
+    two = {c.path for c in repo.diff("main", "feature")}
+    three = {c.path for c in repo.diff("main", "feature", three_dot=True)}
+    assert two == {"a", "dir/b", "m"}  # m: added on main since, so "removed" going to feature
+    assert three == {"a", "dir/b"}

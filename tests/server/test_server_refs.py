@@ -85,3 +85,43 @@ def test_gc_rules_on_both_paths(server, sdk) -> None:
     assert bad.status == 400 and "default_retention_days" in bad.json()["message"]
     repos.delete_gc_rules("repo")
     assert status_of(lambda: repos.get_gc_rules("repo")) == 404
+
+
+def test_cherry_pick_log_filters_and_diffs_through_the_lakefs_package(server, sdk) -> None:
+    import lakefs
+
+    client = lakefs.Client(host=server.url, username=server.key, password=server.secret)
+    repo = lakefs.Repository("repo", client=client)
+    main = repo.branch("main")
+    main.object("a").upload(data=b"1")
+    main.commit(message="c0")
+    feature = repo.branch("feature").create(source_reference="main")
+    feature.object("dir/x/b").upload(data=b"b")
+    c1 = feature.commit(message="c1", metadata={"k": "v"})
+    feature.object("a").upload(data=b"2")
+    feature.commit(message="c2")
+    main.object("m").upload(data=b"m")
+    main.commit(message="c3")
+
+    # lakeFS's default diff is three-dot: what feature did since it left main
+    assert sorted(c.path for c in main.diff(feature)) == ["a", "dir/x/b"]
+    assert sorted(c.path for c in main.diff(feature, type="two_dot")) == ["a", "dir/x/b", "m"]
+    grouped = list(main.diff(feature, delimiter="/"))
+    assert [(c.path, c.path_type, c.type) for c in grouped] == [
+        ("a", "object", "changed"),
+        ("dir/", "common_prefix", "prefix_changed"),
+    ]
+
+    picked = main.cherry_pick(c1)
+    assert (picked.message, picked.metadata) == ("c1", {"k": "v"})
+    assert main.object("dir/x/b").reader().read() == b"b" and main.object("a").reader().read() == b"1"
+    assert [c.message for c in main.log(objects=["dir/x/b"])] == ["c1"]
+    assert [c.message for c in main.log(prefixes=["dir/"], max_amount=5)] == ["c1"]
+    assert [c.message for c in feature.log(first_parent=True)] == ["c2", "c1", "c0", "Repository created"]
+    assert [c.message for c in feature.log(stop_at=c1.id)] == ["c2", "c1"]
+    assert (
+        status_of(
+            lambda: lakefs_sdk.BranchesApi(sdk).cherry_pick("repo", "main", lakefs_sdk.CherryPickCreation(ref=c1.id))
+        )
+        == 400
+    )

@@ -36,6 +36,11 @@ def merge_base(graph: Graph, dates: Mapping[str, datetime], a: str, b: str) -> s
     return max(best, key=lambda c: (dates[c], c))
 
 
+def first_parents(graph: Graph) -> dict[str, Sequence[str]]:
+    """The graph with only each commit's first parent: a branch's own line of history."""
+    return {c: tuple(ps[:1]) for c, ps in graph.items()}
+
+
 def log_order(graph: Graph, dates: Mapping[str, datetime], start: str) -> Iterator[str]:
     """Ancestors of `start`, newest first, never a parent before its child: backdated commits
     still show under the commits built on them."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -543,24 +543,38 @@ class Repository:
 
     def revert(self, branch: str, ref: str, *, parent: int = 1, date: datetime | None = None) -> Commit:
         """A commit on `branch` that undoes what commit `ref` changed against its parent."""
+        return self._replay(branch, ref, parent, undo=True, date=date)
+
+    def cherry_pick(self, branch: str, ref: str, *, parent: int = 1, date: datetime | None = None) -> Commit:
+        """A commit on `branch` that applies what commit `ref` changed against its parent (number
+        `parent` for a merge commit), with `ref`'s message and metadata."""
+        return self._replay(branch, ref, parent, undo=False, date=date)
+
+    def _replay(self, branch: str, ref: str, parent: int, *, undo: bool, date: datetime | None) -> Commit:
+        """Apply onto `branch` the change commit `ref` made against its parent number `parent`, or
+        its inverse (`undo`), three-way from there. Entries come out of `ref` (a cherry-pick) or its
+        parent (a revert): that commit is the one the fence must allow."""
+        action = "revert" if undo else "cherry-pick"
         for _ in range(_RETRIES):
             with self.store.read() as tx:
                 target = tx.commit(tx.resolve(ref)[0])
                 head = tx.commit(tx.branch_head(branch))
-                _refuse_dirty(tx, branch, "revert on")
+                _refuse_dirty(tx, branch, f"{action} on")
                 if not 1 <= parent <= len(target.parents):
                     raise InvalidArgument(f"commit {target.id[:12]} has no parent number {parent}")
-                undo_to = tx.commit(target.parents[parent - 1])
-            to_apply = self._three_way(target, head, undo_to)
+                before = tx.commit(target.parents[parent - 1])
+            base, source = (target, before) if undo else (before, target)
+            to_apply = self._three_way(base, head, source)
             if not to_apply:
-                raise NothingToCommit(f"reverting {target.id[:12]} changes nothing on {branch!r}")
+                raise NothingToCommit(f"{action} of {target.id[:12]} changes nothing on {branch!r}")
             tree = self.trees.apply(head.metarange_id, to_apply)
-            commit = new_commit((head.id,), tree, f"Revert {target.id}", date or utcnow(), {})
+            message, metadata = (f"Revert {target.id}", {}) if undo else (target.message, dict(target.metadata))
+            commit = new_commit((head.id,), tree, message, date or utcnow(), metadata)
             with self.store.write() as tx:
-                fence.check(tx, sources=[undo_to.id])
+                fence.check(tx, sources=[source.id])
                 if tx.move_branch(branch, head.id, commit, to_apply):
                     return commit
-        raise ConcurrentUpdate(f"branch {branch!r} kept moving while reverting; try again")
+        raise ConcurrentUpdate(f"branch {branch!r} kept moving during the {action}; try again")
 
     def _three_way(self, base: Commit, ours: Commit, theirs: Commit) -> Changes:
         to_apply, conflicts = three_way(
@@ -571,24 +585,71 @@ class Repository:
             raise MergeConflict(conflicts)
         return to_apply
 
-    def log(self, ref: str, amount: int | None = None) -> list[Commit]:
+    def log(
+        self,
+        ref: str,
+        amount: int | None = None,
+        *,
+        first_parent: bool = False,
+        since: datetime | None = None,
+        stop_at: str | None = None,
+        paths: Sequence[str] = (),
+        prefixes: Sequence[str] = (),
+    ) -> list[Commit]:
+        """The commits reachable from `ref`, newest first (never a parent before its child), at
+        most `amount`: only first parents with `first_parent`, none older than `since`, none past
+        commit `stop_at` (which is shown), and with `paths` or `prefixes` only those that changed
+        one of them against their first parent."""
+        for path in paths:
+            validate_path(path)
         with self.store.read() as tx:
             start, _ = tx.resolve(ref)
+            stop = tx.resolve(stop_at)[0] if stop_at else None
             parents, dates = tx.parents_and_dates()
+            walk = graph.first_parents(parents) if first_parent else parents
             ids = []
-            for commit_id in graph.log_order(parents, dates, start):
+            for commit_id in graph.log_order(walk, dates, start):
                 if amount is not None and len(ids) >= amount:
                     break
-                ids.append(commit_id)
-            by_id = tx.commits(ids)
+                if since is None or dates[commit_id] >= since:
+                    ids.append(commit_id)
+                if commit_id == stop:
+                    break
+            by_id = tx.commits(ids + [p for i in ids for p in parents[i][:1]])
+        if paths or prefixes:
+            ids = [i for i in ids if self._touches(by_id[i], by_id, paths, prefixes)]
         return [by_id[i] for i in ids]
 
-    def diff(self, left: str, right: str | None = None) -> list[Change]:
-        """Committed changes from `left` to `right`; with no `right`, the uncommitted changes of branch `left`."""
+    def _touches(
+        self, commit: Commit, by_id: Mapping[str, Commit], paths: Sequence[str], prefixes: Sequence[str]
+    ) -> bool:
+        """Did `commit` change any of `paths`, or anything under `prefixes`, against its first parent?"""
+        after = commit.metarange_id
+        before = by_id[commit.parents[0]].metarange_id if commit.parents else None
+
+        def at(tree: str | None, path: str) -> Entry | None:
+            return None if tree is None else self.trees.get(tree, path)
+
+        if any(at(before, p) != at(after, p) for p in paths):
+            return True
+        if not prefixes:
+            return False
+        if before is None:  # a root commit changed whatever its tree holds
+            return any(next(self.trees.entries(after, p), None) is not None for p in prefixes)
+        return any(c.path.startswith(tuple(prefixes)) for c in self.trees.diff(before, after))
+
+    def diff(self, left: str, right: str | None = None, *, three_dot: bool = False) -> list[Change]:
+        """Committed changes from `left` to `right` (with `three_dot`, from their merge base to
+        `right`: what `right` did since it last met `left`); with no `right`, the uncommitted
+        changes of branch `left`."""
         if right is not None:
-            a, _ = self.resolve(left)
-            b, _ = self.resolve(right)
-            return self.trees.diff(a.metarange_id, b.metarange_id)
+            with self.store.read() as tx:
+                a, b = tx.resolve(left)[0], tx.resolve(right)[0]
+                if three_dot:
+                    parents, dates = tx.parents_and_dates()
+                    a = graph.merge_base(parents, dates, a, b) or a
+                a_tree, b_tree = tx.commit(a).metarange_id, tx.commit(b).metarange_id
+            return self.trees.diff(a_tree, b_tree)
         with self.store.read() as tx:
             head = tx.commit(tx.branch_head(left))
             staged = tx.staged_rows(left, ordered=True)

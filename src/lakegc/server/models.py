@@ -165,6 +165,14 @@ class RevertCreation(BaseModel):
     allow_empty: bool = False
 
 
+class CherryPickCreation(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    ref: str
+    parent_number: int | None = None
+    force: bool = False
+    allow_empty: bool = False
+
+
 class ResetCreation(BaseModel):
     model_config = ConfigDict(extra="ignore")
     type: str
@@ -191,18 +199,25 @@ def common_prefix(path: str) -> dict[str, Any]:
     return {"path": path, "path_type": "common_prefix", "physical_address": "", "checksum": "", "mtime": 0}
 
 
-def grouped(entries: Iterable[Entry], prefix: str, delimiter: str) -> list[tuple[str, Entry | None]]:
-    """A listing under `prefix`, sorted by path: with a delimiter, what lies deeper than the next one
-    becomes one common prefix (entry None), as lakeFS and S3 list."""
-    found: dict[str, Entry | None] = {}
-    for entry in entries:
-        rest = entry.path[len(prefix) :]
+def grouped(items: Iterable[T], key: Callable[[T], str], prefix: str, delimiter: str) -> list[tuple[str, T | None]]:
+    """A listing (or a diff) under `prefix`, sorted by path: with a delimiter, what lies deeper
+    than the next one becomes one common prefix (item None), as lakeFS and S3 list."""
+    found: dict[str, T | None] = {}
+    for item in items:
+        path = key(item)
+        if not path.startswith(prefix):
+            continue
+        rest = path[len(prefix) :]
         cut = rest.find(delimiter) if delimiter else -1
         if cut >= 0:
             found.setdefault(prefix + rest[: cut + len(delimiter)], None)
         else:
-            found[entry.path] = entry
-    return sorted(found.items())
+            found[path] = item
+    return sorted(found.items(), key=lambda pair: pair[0])
+
+
+def diff_prefix(path: str) -> dict[str, Any]:
+    return {"type": "prefix_changed", "path": path, "path_type": "common_prefix"}
 
 
 class RangeNotSatisfiable(Exception):

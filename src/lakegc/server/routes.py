@@ -6,19 +6,20 @@ import io
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from lakegc.errors import InvalidArgument, LakegcError, NotFound, PathNotFound, RefNotFound
-from lakegc.repo.model import Entry, Precondition
+from lakegc.repo.model import Change, Entry, Precondition
 from lakegc.repo.repository import Lake, Repository
 from lakegc.retention.rules import parse_rules
 from lakegc.server import models, streams
 from lakegc.server.models import (
     BranchCreation,
+    CherryPickCreation,
     CommitCreation,
     MergeRequest,
     ObjectCopyCreation,
@@ -32,6 +33,7 @@ from lakegc.server.models import (
 from lakegc.server.statuses import status_of
 from lakegc.server.users import User
 from lakegc.storage import real_location, within
+from lakegc.timeutil import as_utc
 
 
 def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], external: Sequence[str] = ()) -> None:
@@ -130,10 +132,15 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.get("/repositories/{repository}/branches/{branch}/diff")
     def diff_branch(
-        repository: str, branch: str, prefix: str = "", after: str = "", amount: int | None = None
+        repository: str, branch: str, prefix: str = "", after: str = "", amount: int | None = None, delimiter: str = ""
     ) -> dict[str, Any]:
         changes = lake.repository(repository).diff(branch)
-        return models.listed(changes, lambda c: c.path, models.diff, prefix=prefix, after=after, amount=amount)
+        return diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
+
+    @api.post("/repositories/{repository}/branches/{branch}/cherry-pick", status_code=201)
+    def cherry_pick(repository: str, branch: str, body: CherryPickCreation) -> dict[str, Any]:
+        made = lake.repository(repository).cherry_pick(branch, body.ref, parent=body.parent_number or 1)
+        return models.commit(made)
 
     @api.post("/repositories/{repository}/branches/{branch}/commits", status_code=201)
     def commit(repository: str, branch: str, body: CommitCreation) -> dict[str, Any]:
@@ -172,8 +179,27 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         return models.commit(lake.repository(repository).resolve(ref)[0])
 
     @api.get("/repositories/{repository}/refs/{ref}/commits")
-    def log(repository: str, ref: str, after: str = "", amount: int | None = None) -> dict[str, Any]:
-        commits = lake.repository(repository).log(ref)
+    def log(
+        repository: str,
+        ref: str,
+        after: str = "",
+        amount: int | None = None,
+        objects: Annotated[list[str] | None, Query()] = None,
+        prefixes: Annotated[list[str] | None, Query()] = None,
+        limit: bool = False,
+        first_parent: bool = False,
+        since: datetime | None = None,
+        stop_at: str | None = None,
+    ) -> dict[str, Any]:
+        """The log from `ref` in lakeFS's order, paged by commit id (`after` is the last id seen)."""
+        commits = lake.repository(repository).log(
+            ref,
+            first_parent=first_parent,
+            since=None if since is None else as_utc(since),
+            stop_at=stop_at or None,
+            paths=objects or (),
+            prefixes=prefixes or (),
+        )
         ids = [c.id for c in commits]
         start = ids.index(after) + 1 if after in ids else 0
         return models.listed(commits[start:], lambda c: c.id, models.commit, amount=amount)
@@ -188,10 +214,21 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.get("/repositories/{repository}/refs/{left}/diff/{right}")
     def diff_refs(
-        repository: str, left: str, right: str, prefix: str = "", after: str = "", amount: int | None = None
+        repository: str,
+        left: str,
+        right: str,
+        prefix: str = "",
+        after: str = "",
+        amount: int | None = None,
+        delimiter: str = "",
+        diff_type: Annotated[str, Query(alias="type")] = "three_dot",
+        include_right_stats: bool = False,
     ) -> dict[str, Any]:
-        changes = lake.repository(repository).diff(left, right)
-        return models.listed(changes, lambda c: c.path, models.diff, prefix=prefix, after=after, amount=amount)
+        """lakeFS's default is `three_dot`: what `right` changed since its merge base with `left`."""
+        if diff_type not in ("two_dot", "three_dot"):
+            raise InvalidArgument(f"invalid diff type {diff_type!r}: two_dot or three_dot")
+        changes = lake.repository(repository).diff(left, right, three_dot=diff_type == "three_dot")
+        return diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
 
     # -- objects --------------------------------------------------------------------------
     def stats(repo: Repository, entry: Entry, with_metadata: bool = True) -> dict[str, Any]:
@@ -278,7 +315,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         presign: bool = False,
     ) -> dict[str, Any]:
         repo = lake.repository(repository)
-        listed = models.grouped(repo.list(ref, prefix), prefix, delimiter)
+        listed = models.grouped(repo.list(ref, prefix), lambda e: e.path, prefix, delimiter)
         found, pagination = models.page(listed, lambda item: item[0], after=after, amount=amount)
         results = [models.common_prefix(p) if e is None else stats(repo, e, user_metadata) for p, e in found]
         return models.listing(results, pagination)
@@ -352,6 +389,15 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
 
 USER_META = "x-lakefs-meta-"
+
+
+def diff_page(changes: list[Change], *, prefix: str, after: str, amount: int | None, delimiter: str) -> dict[str, Any]:
+    """One page of a diff, common prefixes grouped under `delimiter` as lakeFS gives them."""
+    found, pagination = models.page(
+        models.grouped(changes, lambda c: c.path, prefix, delimiter), lambda pair: pair[0], after=after, amount=amount
+    )
+    results = [models.diff_prefix(path) if c is None else models.diff(c) for path, c in found]
+    return models.listing(results, pagination)
 
 
 def precondition(request: Request) -> Precondition | None:
