@@ -107,6 +107,23 @@ def test_pandas_round_trip_through_lakefs_spec(server, sdk) -> None:
     }
 
 
+def test_duckdb_reads_and_writes_through_lakefs_spec(server, sdk) -> None:
+    import duckdb
+
+    options = {"host": server.url, "username": server.key, "password": server.secret}
+    pd.DataFrame({"id": [1, 2, 3], "v": [0.5, 1.5, 2.5]}).to_parquet(
+        "lakefs://repo/main/in/t.parquet", storage_options=options
+    )
+    con = duckdb.connect()
+    con.register_filesystem(LakeFSFileSystem(**options))
+    assert con.sql("SELECT sum(id), sum(v) FROM read_parquet('lakefs://repo/main/in/t.parquet')").fetchall() == [
+        (6, 4.5)
+    ]
+    con.sql("COPY (SELECT id * 10 AS id FROM read_parquet('lakefs://repo/main/in/t.parquet')) "
+            "TO 'lakefs://repo/main/out/t.parquet' (FORMAT parquet)")  # fmt: skip
+    assert pd.read_parquet("lakefs://repo/main/out/t.parquet", storage_options=options)["id"].tolist() == [10, 20, 30]
+
+
 def test_a_collected_object_reads_410_gone(server, sdk, cli) -> None:
     objects, commits = lakefs_sdk.ObjectsApi(sdk), lakefs_sdk.CommitsApi(sdk)
     for version in ("v1", "v2"):
@@ -130,6 +147,8 @@ def test_a_collected_object_reads_410_gone(server, sdk, cli) -> None:
     cli("gc", "run", "lakegc://repo", "--min-age", "0s")
     gone = server.request("GET", f"/repositories/repo/refs/{old.id}/objects?path=x")
     assert gone.status == 410 and "gone" in json.loads(gone.data)["message"]
+    assert server.request("HEAD", f"/repositories/repo/refs/{old.id}/objects?path=x").status == 410
+    assert server.request("HEAD", "/repositories/repo/refs/main/objects?path=x").status == 200
     assert bytes(objects.get_object("repo", "main", "x")) == b"v2"
 
 

@@ -328,6 +328,11 @@ class Repository:
         except ObjectNotFound:
             raise ObjectGone(f"lakegc://{self.name}/{ref}/{path}") from None
 
+    def collected(self, entry: Entry) -> bool:
+        """Is the entry's object gone from the namespace (what a read answers 410 for)? Objects
+        outside the namespace are not ours to collect: never."""
+        return entry.address_kind is AddressKind.RELATIVE and self.storage.stat(entry.address) is None
+
     def physical_address(self, entry: Entry) -> str:
         return self.storage.full_uri(entry.address) if entry.address_kind is AddressKind.RELATIVE else entry.address
 

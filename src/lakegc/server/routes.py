@@ -288,10 +288,14 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.head("/repositories/{repository}/refs/{ref}/objects")
     def head_object(repository: str, ref: str, path: str) -> Response:
+        """GET's status without its body: 404 for no such path, 410 for a collected object."""
+        repo = lake.repository(repository)
         try:
-            entry = lake.repository(repository).stat(ref, path)
+            entry = repo.stat(ref, path)
         except NotFound:
             return Response(status_code=404)
+        if repo.collected(entry):
+            return Response(status_code=410)
         return Response(
             headers={"Content-Length": str(entry.size), "ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
         )
