@@ -4,18 +4,16 @@ object it reaches, at every phase of a run and while the deletes are under way."
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from conftest import Env
-from support.expiring import NAME, PARAMS, expiring_lake, readable
+from support.expiring import NAME, PARAMS, expiring_lake, gc_while_hammered, readable
 
 from lakegc.engine.runs import MetastoreRunLog, RunState
 from lakegc.errors import LakegcError
 from lakegc.repo.fence import FencedByGc
-from lakegc.repo.gc_source import RepositoryGcSource
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repogc import job
 from lakegc.repogc.job import GcOptions, run_gc
@@ -147,51 +145,21 @@ def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spar
     Every attempt is refused, and the sweep deletes exactly the expired objects."""
     lake, repo, old, paths = expiring_lake(env, objects=300)
     other = Lake(env.metastore).repository(NAME)
-    stop = threading.Event()
-    created: list[str] = []
-    refused = 0
 
-    def hammer() -> None:
-        nonlocal refused
-        i = 0
-        while not stop.is_set():
-            name = f"r{i}"
-            try:
-                (other.create_tag if i % 2 else other.create_branch)(name, old)
-                created.append(name)
-            except FencedByGc:
-                refused += 1
-            except LakegcError:
-                pass
-            i += 1
-            stop.wait(0.005)  # a busy writer, not a lock-hog starving the sweep of the metastore
+    def attempt(name: str) -> bool | None:
+        try:
+            (other.create_tag if name[-1] in "13579" else other.create_branch)(name, old)
+            return True
+        except FencedByGc:
+            return False
+        except LakegcError:
+            return None
 
-    writer = threading.Thread(target=hammer, daemon=True)
-
-    raise_fence, lower_fence = RepositoryGcSource.raise_fence, RepositoryGcSource.lower_fence
-
-    def raise_then_hammer(
-        self: RepositoryGcSource, *args: object
-    ) -> list[set[str]]:  # the writer starts once the fence stands
-        active = raise_fence(self, *args)
-        writer.start()
-        return active
-
-    def lower(
-        self: RepositoryGcSource, *args: object
-    ) -> None:  # refs made after the fence is down may point at deleted objects (410)
-        if writer.is_alive():
-            stop.set()
-            writer.join()
-        lower_fence(self, *args)
-
-    monkeypatch.setattr(RepositoryGcSource, "raise_fence", raise_then_hammer)
-    monkeypatch.setattr(RepositoryGcSource, "lower_fence", lower)
-    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
+    created, refused, deleted = gc_while_hammered(lake, spark, monkeypatch, attempt)
     assert refused > 0, "the writer never ran while the fence stood"
     for ref in created:
         assert readable(repo, ref, paths), f"ref {ref} lost objects"
-    assert created == [] and summary.num_deleted == len(paths)
+    assert created == [] and deleted == len(paths)
 
 
 def test_a_sweep_past_its_lease_deadline_defers_and_finishes_in_later_rounds(env: Env, spark, monkeypatch):

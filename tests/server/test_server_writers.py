@@ -8,20 +8,15 @@ import base64
 import hashlib
 import json
 import socket
-import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import lakefs
 import lakefs_sdk
 import pytest
 from lakefs.exceptions import ObjectExistsException
-from support.expiring import NAME, PARAMS, expiring_lake, readable
+from support.expiring import NAME, PARAMS, expiring_lake, gc_while_hammered, readable
 from support.lakegc_server import Server, running_server, status_of
-
-from lakegc.repo.gc_source import RepositoryGcSource
-from lakegc.repogc.job import GcOptions, run_gc
 
 pytestmark = pytest.mark.slow  # server processes, one GC on Spark: the slow CI step
 
@@ -212,41 +207,18 @@ def _hammer_during_a_run(client, lake, old: str, spark, monkeypatch) -> tuple[li
     """A writer creates tags and branches on `old` through the API from the moment the fence
     stands until it comes down; returns what it created, how many 423s it got, what GC deleted."""
     branches, tags = lakefs_sdk.BranchesApi(client), lakefs_sdk.TagsApi(client)
-    stop, created, refused = threading.Event(), [], [0]
 
-    def hammer() -> None:
-        i = 0
-        while not stop.is_set():
-            name = f"r{i}"
-            try:
-                if i % 2:
-                    tags.create_tag(NAME, lakefs_sdk.TagCreation(id=name, ref=old))
-                else:
-                    branches.create_branch(NAME, lakefs_sdk.BranchCreation(name=name, source=old))
-                created.append(name)
-            except lakefs_sdk.exceptions.ApiException as exc:
-                refused[0] += exc.status == 423
-            i += 1
-            stop.wait(0.005)
+    def attempt(name: str) -> bool | None:
+        try:
+            if name[-1] in "13579":
+                tags.create_tag(NAME, lakefs_sdk.TagCreation(id=name, ref=old))
+            else:
+                branches.create_branch(NAME, lakefs_sdk.BranchCreation(name=name, source=old))
+            return True
+        except lakefs_sdk.exceptions.ApiException as exc:
+            return False if exc.status == 423 else None
 
-    writer = threading.Thread(target=hammer, daemon=True)
-    raise_fence, lower_fence = RepositoryGcSource.raise_fence, RepositoryGcSource.lower_fence
-
-    def raise_then_hammer(self: RepositoryGcSource, *args: object) -> list[set[str]]:
-        active = raise_fence(self, *args)
-        writer.start()
-        return active
-
-    def lower(self: RepositoryGcSource, *args: object) -> None:
-        if writer.is_alive():
-            stop.set()
-            writer.join()
-        lower_fence(self, *args)
-
-    monkeypatch.setattr(RepositoryGcSource, "raise_fence", raise_then_hammer)
-    monkeypatch.setattr(RepositoryGcSource, "lower_fence", lower)
-    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
-    return created, refused[0], summary.num_deleted
+    return gc_while_hammered(lake, spark, monkeypatch, attempt)
 
 
 def test_a_client_that_hangs_up_mid_upload_leaves_nothing_behind(server, sdk) -> None:

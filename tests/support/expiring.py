@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 from conftest import Env, age_objects
@@ -41,3 +43,43 @@ def readable(repo: Repository, ref: str, paths: list[str]) -> bool:
         return all(repo.read(ref, p) == f"old {p}".encode() for p in paths)
     except ObjectGone:
         return False
+
+
+def gc_while_hammered(lake: Lake, spark, monkeypatch, attempt: Callable[[str], bool]) -> tuple[list[str], int, int]:
+    """Run GC on the expiring lake while, from the moment its fence stands until it comes down, a
+    writer calls `attempt(name)` with fresh ref names as fast as it can. `attempt` makes a ref
+    (True), reports the fence refusing it (False) or raises nothing else worth counting (None).
+    Returns the refs made, how many the fence refused, and how many objects the run deleted."""
+    from lakegc.repo.gc_source import RepositoryGcSource
+    from lakegc.repogc.job import GcOptions, run_gc
+
+    stop, created, refused = threading.Event(), [], [0]
+
+    def hammer() -> None:
+        i = 0
+        while not stop.is_set():
+            made = attempt(f"r{i}")
+            if made:
+                created.append(f"r{i}")
+            refused[0] += made is False
+            i += 1
+            stop.wait(0.005)  # a busy writer, not a lock-hog starving the sweep of the metastore
+
+    writer = threading.Thread(target=hammer, daemon=True)
+    raise_fence, lower_fence = RepositoryGcSource.raise_fence, RepositoryGcSource.lower_fence
+
+    def raise_then_hammer(self: RepositoryGcSource, *args: object) -> list[set[str]]:
+        active = raise_fence(self, *args)  # the writer starts once the fence stands
+        writer.start()
+        return active
+
+    def lower(self: RepositoryGcSource, *args: object) -> None:
+        if writer.is_alive():  # refs made after the fence is down may point at deleted objects (410)
+            stop.set()
+            writer.join()
+        lower_fence(self, *args)
+
+    monkeypatch.setattr(RepositoryGcSource, "raise_fence", raise_then_hammer)
+    monkeypatch.setattr(RepositoryGcSource, "lower_fence", lower)
+    summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
+    return created, refused[0], summary.num_deleted
