@@ -139,6 +139,9 @@ def test_an_in_namespace_address_never_issued_or_expired_is_refused(repo: Reposi
     checksum = _write(repo, late.address, b"late")
     with pytest.raises(InvalidToken, match="expired"):
         repo.link("main", "late", late.address, 4, checksum, issued=True)
+    repo.get_physical_address("main", "next")  # handing out another address forgets the expired one
+    with pytest.raises(InvalidToken, match="not handed out"):
+        repo.link("main", "late", late.address, 4, checksum, issued=True)
     with pytest.raises(InvalidToken, match="token"):  # without `issued` (the CLI): a token is required
         fresh = repo.get_physical_address("main", "cli")
         repo.link("main", "cli", fresh.address, 0, "d41d8cd98f00b204e9800998ecf8427e")

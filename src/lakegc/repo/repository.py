@@ -383,7 +383,7 @@ class Repository:
         key = slices.object_key(self._current_slice(writable_until=expires))
         with self.store.write() as tx:
             tx.branch_head(branch)
-            tx.issue_token(key, branch, path, expires)
+            tx.issue_token(key, branch, path, expires, now=utcnow())
         return tokens.TokenClaims(self.name, branch, path, key, expires)
 
     def sign(self, claims: tokens.TokenClaims) -> str:

@@ -340,7 +340,12 @@ class Tx:
         ).all()
 
     # -- address tokens -----------------------------------------------------
-    def issue_token(self, address: str, branch: str, path: str, expires: datetime) -> None:
+    def issue_token(self, address: str, branch: str, path: str, expires: datetime, *, now: datetime) -> None:
+        """Record an address handed out; expired ones go (nothing redeems or protects them), so
+        clients asking for addresses they never link do not grow the table without end."""
+        self.conn.execute(
+            t.address_tokens.delete().where(self._of(t.address_tokens), t.address_tokens.c.expires_at <= now)
+        )
         self.conn.execute(
             t.address_tokens.insert().values(
                 repository=self.repository, address=address, branch=branch, path=path, expires_at=expires
