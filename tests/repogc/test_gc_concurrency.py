@@ -570,6 +570,7 @@ def read_every_entry(repo: Repository, ref: str) -> int:
     return count
 
 
+@pytest.mark.slow  # 40 s per backend of writer processes against GC rounds: the second CI step
 def test_gc_rounds_while_writer_processes_hammer_the_repository(env, spark, tmp_path):
     started = time.monotonic()
     lake = env.lake()

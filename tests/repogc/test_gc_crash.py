@@ -677,6 +677,7 @@ def test_killed_after_mark(lake, template, twin, spawn):
     report("after mark", check_converged(lake, template, twin, killed))
 
 
+@pytest.mark.slow  # a GC process killed and converged: the second CI step
 def test_killed_mid_sweep(lake, template, twin, spawn):
     gc = spawn(lake.env, "gc", "run", REPO)
     kill_mid_sweep(gc, lake.ns)
@@ -717,6 +718,7 @@ def test_killed_at_a_random_point(lake, template, twin, spawn, seed):
     report(f"random seed {seed}: {anchor or 'start'} + {delay:.1f}s", check_converged(lake, template, twin, killed))
 
 
+@pytest.mark.slow  # a GC process killed and converged: the second CI step
 def test_killed_between_mark_and_sweep(lake, template, twin, spawn):
     """Killed the moment its mark is recorded, where no phase line falls: the run stays `marked`
     (not interrupted work: a deferred sweep may still come), the next run converges, and the marked

@@ -915,6 +915,7 @@ def check_many_histories(spark, clock: Clock, max_examples: int) -> Counter:
     return tally
 
 
+@pytest.mark.slow  # 80 s of property runs: the second CI step keeps the first within its 12 minutes
 def test_incremental_runs_delete_exactly_what_clean_runs_would(spark, clock):
     """Two random histories and the pinned one (the slow variant below runs 60)."""
     check_many_histories(spark, clock, max_examples=2)

@@ -678,6 +678,7 @@ COPIED_RESET_AND_DELETED = [
 ]
 
 
+@pytest.mark.slow  # 65 s of histories through the real pipeline: the second CI step
 @settings(
     max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
