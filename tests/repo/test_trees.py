@@ -485,3 +485,7 @@ def test_get_and_prefix_listing_agree_with_a_dict(
         for probe in probes + sorted(base)[:10]:
             assert store.get(mid, probe) == base.get(probe), probe
             assert [e.path for e in store.entries(mid, probe)] == sorted(p for p in base if p.startswith(probe)), probe
+            for prefix in ("", probe[:1]):  # a listing's later page: from after `probe`
+                assert [e.path for e in store.entries(mid, prefix, after=probe)] == sorted(
+                    p for p in base if p.startswith(prefix) and p > probe
+                ), (prefix, probe)

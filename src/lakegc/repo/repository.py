@@ -336,16 +336,17 @@ class Repository:
     def physical_address(self, entry: Entry) -> str:
         return self.storage.full_uri(entry.address) if entry.address_kind is AddressKind.RELATIVE else entry.address
 
-    def list(self, ref: str, prefix: str = "") -> Iterator[Entry]:
-        """Entries under `prefix`, sorted by path; on a branch, staged changes included."""
+    def list(self, ref: str, prefix: str = "", after: str = "") -> Iterator[Entry]:
+        """Entries under `prefix` with a path greater than `after`, sorted by path; on a branch,
+        staged changes included. Lazy: a caller that stops early reads no further ranges."""
         if prefix:
             validate_path(prefix, allow_prefix=True)
         with self.store.read() as tx:
             commit_id, branch = tx.resolve(ref)
             commit = tx.commit(commit_id)
             staged = [] if branch is None else tx.staged_rows(branch, prefix)
-        overlay: Changes = {r.path: None if r.address is None else entry_from_row(r) for r in staged}
-        yield from _overlay(self.trees.entries(commit.metarange_id, prefix), overlay)
+        overlay: Changes = {r.path: None if r.address is None else entry_from_row(r) for r in staged if r.path > after}
+        yield from _overlay(self.trees.entries(commit.metarange_id, prefix, after), overlay)
 
     def remove(self, branch: str, path: str) -> None:
         validate_path(path)

@@ -243,13 +243,18 @@ class TreeStore:
             self._ranges[rid] = [_entry(row) for row in table.to_pylist()]
         return self._ranges[rid]
 
-    def entries(self, mid: str, prefix: str = "") -> Iterator[Entry]:
+    def entries(self, mid: str, prefix: str = "", after: str = "") -> Iterator[Entry]:
+        """The tree's entries under `prefix` with a path greater than `after`, in path order; ranges
+        wholly before either are never read (a listing's later pages skip to where they start)."""
         for ref in self.ranges(mid):
-            if ref.max_path < prefix or (prefix and ref.min_path > prefix and not ref.min_path.startswith(prefix)):
+            if ref.max_path < prefix or (after and ref.max_path <= after):
+                continue
+            if prefix and ref.min_path > prefix and not ref.min_path.startswith(prefix):
                 continue
             for entry in self.range_entries(ref.id):
                 if entry.path.startswith(prefix):
-                    yield entry
+                    if entry.path > after:
+                        yield entry
                 elif entry.path > prefix:
                     return
 

@@ -3,8 +3,9 @@ sizes and counts are integers, `next_offset` is always a string)."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -27,19 +28,21 @@ class Pagination(BaseModel):
 
 
 def page(
-    items: Sequence[T], key: Callable[[T], str], *, prefix: str = "", after: str = "", amount: int | None = None
+    items: Iterable[T], key: Callable[[T], str], *, prefix: str = "", after: str = "", amount: int | None = None
 ) -> tuple[list[T], Pagination]:
     """One page of `items` (sorted by `key`): those with `key` starting with `prefix` and greater
-    than `after`, at most `amount` (lakeFS's default 100, at most 1000)."""
+    than `after`, at most `amount` (lakeFS's default 100, at most 1000). Reads `items` only as far
+    as the page and one more item (to tell whether there is more)."""
     size = DEFAULT_AMOUNT if not amount or amount <= 0 else min(amount, MAX_PER_PAGE)
-    wanted = [item for item in items if key(item).startswith(prefix) and key(item) > after]
-    chosen = wanted[:size]
-    more = len(wanted) > size
+    wanted = (item for item in items if key(item).startswith(prefix) and key(item) > after)
+    chosen = list(itertools.islice(wanted, size + 1))
+    more = len(chosen) > size
+    chosen = chosen[:size]
     return chosen, Pagination(has_more=more, next_offset=key(chosen[-1]) if more else "", results=len(chosen))
 
 
 def listed(
-    items: Sequence[T],
+    items: Iterable[T],
     key: Callable[[T], str],
     doc: Callable[[T], dict[str, Any]],
     *,
@@ -199,21 +202,25 @@ def common_prefix(path: str) -> dict[str, Any]:
     return {"path": path, "path_type": "common_prefix", "physical_address": "", "checksum": "", "mtime": 0}
 
 
-def grouped(items: Iterable[T], key: Callable[[T], str], prefix: str, delimiter: str) -> list[tuple[str, T | None]]:
-    """A listing (or a diff) under `prefix`, sorted by path: with a delimiter, what lies deeper
-    than the next one becomes one common prefix (item None), as lakeFS and S3 list."""
-    found: dict[str, T | None] = {}
+def grouped(items: Iterable[T], key: Callable[[T], str], prefix: str, delimiter: str) -> Iterator[tuple[str, T | None]]:
+    """A listing (or a diff) under `prefix`, from `items` sorted by path: with a delimiter, what
+    lies deeper than the next one becomes one common prefix (item None), as lakeFS and S3 list.
+    Lazy: the paths sharing a common prefix are next to each other in sorted order, so each prefix
+    is given once, in order, without holding the listing."""
+    last_prefix = None
     for item in items:
         path = key(item)
         if not path.startswith(prefix):
             continue
         rest = path[len(prefix) :]
         cut = rest.find(delimiter) if delimiter else -1
-        if cut >= 0:
-            found.setdefault(prefix + rest[: cut + len(delimiter)], None)
-        else:
-            found[path] = item
-    return sorted(found.items(), key=lambda pair: pair[0])
+        if cut < 0:
+            yield path, item
+            continue
+        common = prefix + rest[: cut + len(delimiter)]
+        if common != last_prefix:
+            last_prefix = common
+            yield common, None
 
 
 def diff_prefix(path: str) -> dict[str, Any]:

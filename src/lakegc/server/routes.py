@@ -319,7 +319,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         presign: bool = False,
     ) -> dict[str, Any]:
         repo = lake.repository(repository)
-        listed = models.grouped(repo.list(ref, prefix), lambda e: e.path, prefix, delimiter)
+        listed = models.grouped(repo.list(ref, prefix, after), lambda e: e.path, prefix, delimiter)
         found, pagination = models.page(listed, lambda item: item[0], after=after, amount=amount)
         results = [models.common_prefix(p) if e is None else stats(repo, e, user_metadata) for p, e in found]
         return models.listing(results, pagination)
