@@ -31,6 +31,7 @@ from typer.testing import CliRunner
 
 import lakegc.metastore as metastore
 from lakegc.cli.main import app
+from lakegc.metastore import schema
 from lakegc.repo.repository import Lake
 
 pytest_plugins = ["support.lakegc_server"]  # `server` (`lakegc serve` as a real process) and `sdk`
@@ -358,3 +359,12 @@ def bucket(s3: FaultProxy, monkeypatch: pytest.MonkeyPatch) -> Bucket:
     )
     client.create_bucket(Bucket=name)
     return Bucket(name, client, s3.faults, s3.endpoint)
+
+
+def forget_tree_changes(env: Env) -> None:
+    """Make every commit look as one made before schema v5: no recorded tree changes."""
+    engine = sa.create_engine(env.metastore)
+    with engine.begin() as conn:
+        conn.execute(schema.commits.update().values(changes_recorded=None))
+        conn.execute(schema.tree_changes.delete())
+    engine.dispose()

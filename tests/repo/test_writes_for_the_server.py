@@ -9,7 +9,7 @@ import hashlib
 from datetime import timedelta
 
 import pytest
-from conftest import Env
+from conftest import Env, forget_tree_changes
 
 from lakegc.errors import (
     InvalidArgument,
@@ -203,9 +203,12 @@ def test_cherry_pick_of_a_conflicting_change_is_refused_and_changes_nothing(repo
     assert repo.resolve("main")[0].id == head
 
 
-def test_log_filters_first_parent_since_stop_at_and_paths(repo: Repository) -> None:
+@pytest.mark.parametrize("from_", ["recorded changes", "trees"])
+def test_log_filters_first_parent_since_stop_at_and_paths(repo: Repository, env: Env, from_: str) -> None:
     ids = _diverged(repo)
     merged = repo.merge("feature", "main").id
+    if from_ == "trees":
+        forget_tree_changes(env)  # as in a repository with commits from before schema v5
     everything = [c.id for c in repo.log("main")]
     assert set(everything) >= set(ids.values()) and everything[0] == merged
     first = [c.id for c in repo.log("main", first_parent=True)]

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from conftest import CliResult, Env, one_error, snapshot
+from conftest import CliResult, Env, forget_tree_changes, one_error, snapshot
 
-from lakegc.metastore import schema
 from lakegc.timeutil import utcnow
 
 REPO = "lakegc://repo"
@@ -236,15 +234,6 @@ def test_bad_input_is_one_clear_line(cli: Cli, lake: dict[str, Any]) -> None:
     ]
     for args, needle in cases:
         one_error(cli(*args, "--json", ok=False), needle, json_cmd=True)
-
-
-def forget_tree_changes(env: Env) -> None:
-    """Make every commit look as one made before schema v5: no recorded tree changes."""
-    engine = sa.create_engine(env.metastore)
-    with engine.begin() as conn:
-        conn.execute(schema.commits.update().values(changes_recorded=None))
-        conn.execute(schema.tree_changes.delete())
-    engine.dispose()
 
 
 def test_a_tampered_range_stops_the_run_and_explain_says_what_the_records_say(cli: Cli, lake: dict[str, Any]) -> None:

@@ -605,10 +605,15 @@ class Repository:
         """The commits reachable from `ref`, newest first (never a parent before its child), at
         most `amount`: only first parents with `first_parent`, none older than `since`, none past
         commit `stop_at` (which is shown), and with `paths` or `prefixes` only those that changed
-        one of them against their first parent."""
+        one of them against their first parent: from the commits' recorded tree changes, or, while
+        the repository has commits from before they were recorded, by comparing their trees."""
         for path in paths:
             validate_path(path)
+        touched: set[str] | None = None
         with self.store.read() as tx:
+            if (paths or prefixes) and not tx.commits_without_changes():
+                changes = [*tx.changes_at(list(paths)), *tx.changes_under(list(prefixes))]
+                touched = {r.commit_id for r in changes}
             start, _ = tx.resolve(ref)
             stop = tx.resolve(stop_at)[0] if stop_at else None
             parents, dates = tx.parents_and_dates()
@@ -622,7 +627,9 @@ class Repository:
                 if commit_id == stop:
                     break
             by_id = tx.commits(ids + [p for i in ids for p in parents[i][:1]])
-        if paths or prefixes:
+        if touched is not None:
+            ids = [i for i in ids if i in touched]
+        elif paths or prefixes:
             ids = [i for i in ids if self._touches(by_id[i], by_id, paths, prefixes)]
         return [by_id[i] for i in ids]
 

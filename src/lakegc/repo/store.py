@@ -451,6 +451,15 @@ class Tx:
             ).all()
         return rows
 
+    def changes_under(self, prefixes: list[str]) -> list[sa.Row]:
+        """(commit_id, path) of every recorded change to a path starting with one of `prefixes`."""
+        c = t.tree_changes.c
+        rows: list[sa.Row] = []
+        for prefix in prefixes:
+            under = c.path.startswith(prefix, autoescape=True)
+            rows += self.conn.execute(sa.select(c.commit_id, c.path).where(self._of(t.tree_changes), under)).all()
+        return rows
+
     def fence_row(self) -> sa.Row | None:
         return self.conn.execute(sa.select(t.gc_fences).where(self._of(t.gc_fences))).first()
 
