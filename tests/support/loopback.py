@@ -1,12 +1,8 @@
-"""Ports on loopback for the servers the tests start (PostgreSQL, the S3-API server, Spark)."""
+"""Ports on loopback for the servers the tests start (PostgreSQL, the S3-API server, Spark,
+`lakegc serve`): the product's own helper, which `lakegc.server.launch` starts servers with."""
 
 from __future__ import annotations
 
-import socket
+from lakegc.server.launch import free_port
 
-
-def free_port() -> int:
-    """A port nobody listens on now (the OS picks it; a server started next takes it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["free_port"]

@@ -29,6 +29,7 @@ class ServerDidNotStart(RuntimeError):
 
 
 def free_port() -> int:
+    """A port nobody listens on now (the OS picks it; a server started next takes it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
