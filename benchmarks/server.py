@@ -122,7 +122,11 @@ def run(workdir: Path, objects: int, size: int, large_mb: int, threads: int, con
         console.print(f"lakegc serve at {served.url}: {objects:,} objects of {size:,} bytes, then {large_mb} MiB")
 
         def each(work: Callable[[int], object]) -> Callable[[], None]:
-            return lambda: [work(i) for i in range(objects)] and None
+            def run() -> None:
+                for i in range(objects):
+                    work(i)
+
+            return run
 
         def threaded(work: Callable[[int], object]) -> Callable[[], None]:
             return lambda: _parallel(threads, work, objects)
