@@ -380,3 +380,36 @@ def test_hand_written_keys_with_dot_or_empty_segments_are_never_touched_and_do_n
     assert encoded not in bucket.keys("lake/")
     assert run["num_deleted"] == 5  # the four of expected_candidates and the encoded one
     assert_live_intact(cli, lake)
+
+
+# -- moves (a run's quarantine, and back) -------------------------------------------------------------
+def test_objects_move_to_their_destination_and_back_on_s3(bucket: Bucket):
+    storage = open_storage(bucket.ns)
+    big = bytes(range(256)) * (70 * 1024)  # 17.5 MiB: a multipart copy
+    storage.write("data/s1/a", b"a")
+    storage.write("data/s1/big", io.BytesIO(big))
+    moves = [(k, f"_lakegc/quarantine/r1/{k}") for k in ("data/s1/a", "data/s1/big", "data/s1/missing")]
+    assert sorted((o.key, o.ok) for o in storage.move_many(moves)) == [
+        ("data/s1/a", True),
+        ("data/s1/big", True),
+        ("data/s1/missing", True),
+    ]
+    assert bucket.keys("lake/data/") == set()
+    assert storage.read("_lakegc/quarantine/r1/data/s1/big") == big
+    assert all(o.ok for o in storage.move_many([(d, k) for k, d in moves[:2]]))
+    assert storage.read("data/s1/a") == b"a" and storage.read("data/s1/big") == big
+    assert bucket.keys("lake/_lakegc/") == set()
+
+
+def test_a_move_never_replaces_another_object_but_completes_its_own_copy(bucket: Bucket):
+    storage = open_storage(bucket.ns)
+    storage.write("data/s1/a", b"a")
+    storage.write("_lakegc/quarantine/r1/data/s1/a", b"someone else's")
+    [refused] = storage.move_many([("data/s1/a", "_lakegc/quarantine/r1/data/s1/a")])
+    assert not refused.ok and "already holds another object" in refused.error
+    assert storage.read("data/s1/a") == b"a"
+    # a crash after the copy, before the delete: the retry recognises its own copy and finishes
+    storage.write("data/s1/b", b"b")
+    storage._copy_for_move("data/s1/b", "_lakegc/quarantine/r1/data/s1/b")
+    assert all(o.ok for o in storage.move_many([("data/s1/b", "_lakegc/quarantine/r1/data/s1/b")]))
+    assert not storage.exists("data/s1/b") and storage.read("_lakegc/quarantine/r1/data/s1/b") == b"b"

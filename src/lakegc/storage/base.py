@@ -66,6 +66,11 @@ class Storage(Protocol):
 
     def delete_many(self, keys: Iterable[str]) -> list[DeleteOutcome]: ...
 
+    def move_many(self, moves: Iterable[tuple[str, str]]) -> list[DeleteOutcome]:
+        """Move objects (key, destination key) inside the namespace, never replacing an object at
+        a destination; one outcome per source key, ok when nothing is left at it."""
+        ...
+
     def exists(self, key: str) -> bool: ...
 
     def stat(self, key: str) -> ObjectInfo | None:

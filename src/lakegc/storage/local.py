@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -136,6 +137,22 @@ class LocalStorage:
                     outcomes.append(DeleteOutcome(key, False, _delete_error(exc)))
         return outcomes
 
+    def move_many(self, moves: Iterable[tuple[str, str]]) -> list[DeleteOutcome]:
+        """Move each object from its key to a destination key of this namespace (a quarantine, or
+        back from one): a hard link at the destination, then the source unlinked, both through
+        folder descriptors that never follow a symlink. An object already at the destination is
+        never replaced. One outcome per source key: ok when the source is gone and the object is
+        at the destination (a move interrupted between link and unlink completes on a retry); a
+        source missing and no destination either is ok too (nothing was there to move)."""
+        outcomes = []
+        with _Folders(self.root) as sources, _Folders(self.root, create=True) as targets:
+            for key, destination in moves:
+                try:
+                    outcomes.append(_move(sources, targets, check_key(key), check_key(destination)))
+                except (OSError, LakegcError) as exc:  # a bad key fails alone, and is recorded
+                    outcomes.append(DeleteOutcome(key, False, _delete_error(exc)))
+        return outcomes
+
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
@@ -147,14 +164,42 @@ class LocalStorage:
         return ObjectInfo(key, st.st_size, _mtime(st)) if stat.S_ISREG(st.st_mode) else None
 
 
+def _move(sources: _Folders, targets: _Folders, key: str, destination: str) -> DeleteOutcome:
+    folder, _, name = key.rpartition("/")
+    to_folder, _, to_name = destination.rpartition("/")
+    src, dst = sources.open(folder), targets.open(to_folder)
+    if dst is None:
+        raise FileNotFoundError(errno.ENOENT, "the destination folder could not be made", to_folder)
+    try:
+        there = os.stat(to_name, dir_fd=dst, follow_symlinks=False)
+    except FileNotFoundError:
+        there = None
+    try:
+        here = None if src is None else os.stat(name, dir_fd=src, follow_symlinks=False)
+    except FileNotFoundError:
+        here = None
+    if here is None:
+        return DeleteOutcome(key, True)  # moved before (or never there): nothing left at the key
+    if not stat.S_ISREG(here.st_mode):
+        return DeleteOutcome(key, False, "refused: not a regular file (lakegc moves only objects)")
+    if there is not None and (there.st_ino, there.st_dev) != (here.st_ino, here.st_dev):
+        return DeleteOutcome(key, False, f"refused: {destination} already holds another object")
+    if there is None:
+        os.link(name, to_name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+    os.unlink(name, dir_fd=src)
+    return DeleteOutcome(key, True)
+
+
 class _Folders:
-    """Directory descriptors for deleting, opened component by component with O_NOFOLLOW; the
-    last folder stays open, since deletes arrive grouped by folder."""
+    """Directory descriptors for deleting and moving, opened component by component with
+    O_NOFOLLOW (and made, with `create`, for a move's destination); the last folder stays open,
+    since keys arrive grouped by folder."""
 
     _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, *, create: bool = False):
         self.root = root
+        self.create = create
         self.current: tuple[str, int | None] | None = None
 
     def __enter__(self) -> _Folders:
@@ -174,6 +219,9 @@ class _Folders:
             fd = None
         for part in folder.split("/") if folder and fd is not None else ():
             try:
+                if self.create:
+                    with contextlib.suppress(FileExistsError):  # a folder, or a symlink the open refuses
+                        os.mkdir(part, dir_fd=fd)
                 nxt = os.open(part, self._FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 nxt = None

@@ -283,21 +283,72 @@ class S3Storage:
         failed = {e["Key"]: f"{e.get('Code', '?')}: {e.get('Message', '')}".strip() for e in answer.get("Errors", ())}
         return [DeleteOutcome(k[start:], k not in failed, failed.get(k)) for k in full_keys]
 
-    def exists(self, key: str) -> bool:
-        return self.stat(key) is not None
+    def move_many(self, moves: Iterable[tuple[str, str]]) -> list[DeleteOutcome]:
+        """Move each object to a destination key of this namespace: a server-side copy marked with
+        the source's ETag, then the sources deleted in batches. An object at the destination is
+        never replaced, unless it is this move's own earlier copy (the marker says so), so a move
+        a crash cut between copy and delete completes on a retry. A source already gone is ok.
+        Outcomes are per source key, not in the order given."""
+        outcomes: list[DeleteOutcome] = []
+        copied: list[str] = []
+        for key, destination in moves:
+            try:
+                outcome = self._copy_for_move(key, destination)
+            except LakegcError as exc:  # an invalid key, or the store failing for this one: recorded
+                outcome = DeleteOutcome(key, False, str(exc))
+            if outcome is None:
+                copied.append(key)
+            else:
+                outcomes.append(outcome)
+        return outcomes + self.delete_many(copied)
 
-    def stat(self, key: str) -> ObjectInfo | None:
+    def _copy_for_move(self, key: str, destination: str) -> DeleteOutcome | None:
+        """Copy `key` to `destination` (None: copied, or copied before; the source is to go)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        source, target = self._key(key), self._key(destination)
+        here = self._head(key)
+        if here is None:
+            return DeleteOutcome(key, True)  # moved before (or never there)
+        marker = {MOVED_FROM_ETAG: here["ETag"].strip('"')}
+        there = self._head(destination)
+        if there is not None:
+            if there.get("Metadata", {}).get(MOVED_FROM_ETAG) == marker[MOVED_FROM_ETAG]:
+                return None
+            return DeleteOutcome(key, False, f"refused: {destination} already holds another object")
+        try:
+            self.client.copy(
+                {"Bucket": self.bucket, "Key": source},
+                self.bucket,
+                target,
+                ExtraArgs={"Metadata": marker, "MetadataDirective": "REPLACE"},
+            )
+        except (BotoCoreError, ClientError) as exc:
+            return DeleteOutcome(key, False, describe(exc))
+        return None
+
+    def _head(self, key: str) -> dict | None:
+        """The object's HEAD answer, or None when there is none."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            info = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as exc:
             if _code(exc) in _MISSING:
                 return None
             raise self._fail(f"looking up {key}", exc) from None
         except BotoCoreError as exc:
             raise self._fail(f"looking up {key}", exc) from None
-        return ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(UTC))
+
+    def exists(self, key: str) -> bool:
+        return self.stat(key) is not None
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        info = self._head(key)
+        return None if info is None else ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(UTC))
+
+
+MOVED_FROM_ETAG = "lakegc-moved-from-etag"  # on a moved object: the ETag of the object it was copied from
 
 
 def _read_up_to(source: BinaryIO, size: int) -> bytes:
