@@ -32,6 +32,7 @@ from lakegc.errors import InvalidArgument
 from lakegc.repo.gc_source import address_key, namespace_key
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repogc.explain import Explanation, Reason, Verdict
+from lakegc.repogc.quarantine import Purged, Restored
 from lakegc.repogc.simulate import CurvePoint, RetentionCurve
 from lakegc.retention.rules import GcRules, parse_rules
 from lakegc.settings import load_settings
@@ -52,7 +53,9 @@ __all__ = [
     "Reason",
     "Verdict",
     "Lake",
+    "Purged",
     "Repository",
+    "Restored",
     "Run",
     "candidates",
     "catalog_gc",
@@ -66,6 +69,8 @@ __all__ = [
     "get_rules",
     "iceberg_gc",
     "open_lake",
+    "purge",
+    "restore",
     "run",
     "runs",
     "set_rules",
@@ -104,6 +109,9 @@ def gc(
     default_cutoff: str | None = None,
     inventory: str | None = None,
     curve: tuple[str, ...] | list[str] = (),
+    quarantine: Duration | None = None,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
     master: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
@@ -114,9 +122,13 @@ def gc(
     sweep it (re-checking each candidate first). `cutoffs` (`REGEX=POLICY`) and `default_cutoff`
     replace the stored rules for this run; `clean` ignores earlier runs; `inventory` lists the
     namespace from an S3 Inventory manifest; `curve` (durations) also computes the retention curve
-    for the report (as `simulate` does, one more pass). Returns the run's record, also when nothing was
-    deleted; a failed run raises (its record says `failed` and why)."""
+    for the report (as `simulate` does, one more pass); `quarantine` (a duration) moves what is
+    collected into the run's quarantine for that long instead of deleting it (default: the rules'
+    `quarantine_days`); `max_deletes` and `max_delete_rate` (objects a second) bound the sweep,
+    which then leaves the run `sweeping` for `sweep` to continue. Returns the run's record, also
+    when nothing was deleted; a failed run raises (its record says `failed` and why)."""
     from lakegc.repogc.job import GcOptions, run_gc
+    from lakegc.repogc.sweep import Budget
 
     settings = load_settings()
     options = GcOptions(
@@ -130,6 +142,8 @@ def gc(
         conf=settings.spark_conf(conf),
         inventory=inventory,
         curve=tuple(curve),
+        quarantine=None if quarantine is None else duration(quarantine),
+        budget=Budget(max_deletes, max_delete_rate),
     )
     return run_gc(open_lake(metastore), repository, options, progress, spark=spark)
 
@@ -208,16 +222,66 @@ def sweep(
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
 ) -> Run:
-    """Delete the candidates of a run marked with `mark_only`, re-checking each first. `run_id` may
-    be a prefix only that run's id has."""
+    """Delete the candidates of a run marked with `mark_only`, re-checking each first, or go on
+    with a run whose sweep stopped (a budget, a crash, objects the store would not delete).
+    `run_id` may be a prefix only that run's id has."""
     from lakegc.repogc.job import sweep_run
+    from lakegc.repogc.sweep import Budget
 
     settings = load_settings()
     return sweep_run(
         open_lake(metastore),
         repository,
         run_id,
+        progress,
+        spark=spark,
+        master=settings.master(master),
+        conf=settings.spark_conf(conf),
+        budget=Budget(max_deletes, max_delete_rate),
+    )
+
+
+def restore(
+    repository: str,
+    run_id: str,
+    *,
+    path: str | None = None,
+    metastore: Metastore = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    spark: SparkSession | None = None,
+) -> Restored:
+    """Move a run's quarantined objects (or those whose repository path or address matches the
+    glob `path`) back to their addresses; reads of them work again. An error names what is gone
+    when the quarantine (or part of it) was purged."""
+    from lakegc.repogc.job import restore_run
+
+    settings = load_settings()
+    lake = open_lake(metastore)
+    return restore_run(
+        lake, repository, run_id, path, spark=spark, master=settings.master(master), conf=settings.spark_conf(conf)
+    )
+
+
+def purge(
+    repository: str,
+    *,
+    metastore: Metastore = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> list[Purged]:
+    """Delete the quarantines of runs whose restore window has passed (every `gc` run does too)."""
+    from lakegc.repogc.job import purge_quarantines
+
+    settings = load_settings()
+    return purge_quarantines(
+        open_lake(metastore),
+        repository,
         progress,
         spark=spark,
         master=settings.master(master),

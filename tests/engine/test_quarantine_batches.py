@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lakegc.engine.delete import _delete_batch, quarantine_folder
+from lakegc.engine.delete import Pacing, _delete_batch, quarantine_folder
 from lakegc.storage import LocalStorage
 from lakegc.timeutil import utcnow
 
@@ -20,7 +20,7 @@ def test_a_quarantined_batch_moves_each_candidate_and_refuses_metadata(tmp_path:
     rows = [
         {"address": k, "size": 1, "mtime": utcnow(), "reason": "unreferenced"} for k in [*keys, "_lakegc/ranges/r1"]
     ]
-    batch = _delete_batch(storage, rows, quarantine=quarantine_folder("r1"))
+    batch = _delete_batch(storage, rows, Pacing(quarantine=quarantine_folder("r1")))
     outcome = dict(zip(batch.column("address").to_pylist(), batch.column("deleted").to_pylist(), strict=True))
     assert outcome == {"data/s1/a": True, "data/s1/b": True, "data/s2/c": True, "_lakegc/ranges/r1": False}
     assert sorted(o.key for o in storage.list()) == sorted(

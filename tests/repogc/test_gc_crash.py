@@ -493,9 +493,10 @@ def check_safe(lake: Lake, template: Template, gc: GcProcess, earlier: Sequence[
         assert lake.cli("fs", "cat", uri).stdout == content
     gone = set(template.live | template.garbage) - keys - set().union(*(k.gone for k in earlier))
     # the earlier kills' runs: closed as failed by the next lease holder, unless they had
-    # finished their mark (still marked: sweepable) or their sweep (swept)
+    # finished their mark (still marked: sweepable), begun their sweep (still sweeping: to be
+    # continued) or finished it (swept)
     closed = {
-        k.run["run_id"]: {"marked": "marked", "swept": "swept"}.get(k.run["state"], "failed")
+        k.run["run_id"]: {"marked": "marked", "swept": "swept", "sweeping": "sweeping"}.get(k.run["state"], "failed")
         for k in earlier
         if k.run is not None
     }
@@ -611,6 +612,15 @@ def check_converged(lake: Lake, template: Template, twin: set[str], *killed: Kil
             # Killed after its last delete: a finished run, and the base of the next one.
             assert run["state"] == "swept" and run["error"] is None
             assert (summary["mode"], summary["base_run_id"]) == ("incremental", run["run_id"])
+        elif each.run["state"] == "sweeping":
+            # Killed while sweeping: still sweeping, marked interrupted, and `gc sweep` finishes it
+            # (the next run deleted the rest: what it finds gone counts as deleted, nothing more goes).
+            assert run["state"] == "sweeping" and run["error"].startswith("interrupted"), run
+            assert summary["mode"] == "clean", summary  # a stopped sweep is no base
+            swept = lake.cli("gc", "sweep", REPO, run["run_id"], "--json").json()
+            assert swept["state"] == "swept" and swept["num_failed"] == 0 and swept["error"] is None
+            assert swept["num_deleted"] == len(each.to_delete or each.candidates or ())
+            assert namespace_keys(lake.ns) == twin
         else:
             assert run["state"] == "failed", run
             assert run["error"].startswith("interrupted"), run
@@ -685,6 +695,54 @@ def test_killed_mid_sweep(lake, template, twin, spawn):
     assert killed.run is not None and killed.run["state"] == "sweeping"
     assert 0 < len(killed.gone) < len(template.garbage), "the kill was not mid-sweep"
     report("mid-sweep", check_converged(lake, template, twin, killed))
+
+
+def recorded_deletes(ns: Path, run_id: str) -> list[str]:
+    """Every address a run's delete records say is gone, once per record (a sweep that goes on
+    after a kill adds records of its own)."""
+    parts = sorted((ns / "_lakegc" / "gc" / run_id / "deleted").rglob("*.parquet"))
+    tables = [pq.read_table(io.BytesIO(p.read_bytes()), columns=["address", "deleted"]) for p in parts]
+    return [a for t in tables for a, ok in zip(*t.to_pydict().values(), strict=True) if ok]
+
+
+def test_a_sweep_killed_mid_way_is_continued_by_gc_sweep(lake, template, twin, spawn):
+    """Killed halfway through its deletes, the run stays `sweeping`; `gc sweep RUN` goes on from its
+    records: the namespace ends as the twin's, every candidate recorded gone, and only the batches
+    in flight at the kill (at most one per task) are tried twice."""
+    gc = spawn(lake.env, "gc", "run", REPO)
+    kill_mid_sweep(gc, lake.ns)
+    killed = check_safe(lake, template, gc)
+    assert killed.run is not None and killed.run["state"] == "sweeping"
+    assert 0 < len(killed.gone) < len(template.garbage), "the kill was not mid-sweep"
+    before = recorded_deletes(lake.ns, killed.run["run_id"])
+    assert set(before) <= killed.gone  # a record is written after its batch, never before
+    deadline = time.monotonic() + LEASE_WAIT
+    while True:  # the dead sweeper's lease is taken over first
+        result = lake.cli("gc", "sweep", REPO, killed.run["run_id"], "--json", ok=False)
+        if result.exit_code == 0:
+            break
+        assert "is being collected by GC run" in result.stderr, result.stderr
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    swept = result.json()
+    assert swept["state"] == "swept" and swept["num_failed"] == 0 and swept["error"] is None
+    assert swept["num_deleted"] == len(template.garbage)
+    assert namespace_keys(lake.ns) == twin == template.live
+    after = recorded_deletes(lake.ns, killed.run["run_id"])
+    assert set(after) == template.garbage and len(after) == len(set(after))  # each recorded gone once
+    tried_twice = len(killed.gone) - len(before)  # gone at the kill, its batch's record not yet written
+    assert tried_twice <= 2 * 1_000, tried_twice  # 2 tasks, a batch of 1,000 each in flight at most
+    for uri, content in template.reads:
+        assert lake.cli("fs", "cat", uri).stdout == content
+    report(
+        "continued by gc sweep",
+        {
+            "gone_at_kill": len(killed.gone),
+            "recorded_at_kill": len(before),
+            "tried_twice": tried_twice,
+            "continued_deleted": swept["num_deleted"],
+        },
+    )
 
 
 @pytest.mark.slow

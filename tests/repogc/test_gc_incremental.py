@@ -173,21 +173,37 @@ def summary(
     )
 
 
-def test_previous_run_is_the_newest_non_dry_run_that_swept_or_failed():
+def test_previous_run_is_the_newest_non_dry_run_that_swept_failed_or_stopped_sweeping():
     runs = [
         summary("1", RunState.MARKED, mark_only=True),  # awaiting its deferred sweep
         summary("2", dry_run=True, state=RunState.MARKED),
         summary("3", RunState.FAILED, dry_run=True),  # a failed dry run deleted nothing either
         summary("4", RunState.MARKING),
-        summary("5", RunState.SWEEPING),
+        summary("5", RunState.SWEEPING),  # a sweep that stopped (budget, crash, store errors)
         summary("6", RunState.SWEPT, mark_only=True),  # a mark-only run swept later: finished
         summary("7", RunState.FAILED),
         summary("8"),
     ]
-    assert previous_run(runs).run_id == "6"
+    assert previous_run(runs).run_id == "5"
+    assert previous_run(runs[5:]).run_id == "6"
     assert previous_run(runs[6:]).run_id == "7"
-    assert previous_run(runs[:5]) is None
+    assert previous_run(runs[:4]) is None
     assert previous_run([]) is None
+
+
+def test_a_stopped_sweep_or_a_restore_since_the_base_makes_the_next_run_clean():
+    """A base whose sweep stopped left candidates in slices it settled, and a restore puts objects
+    back in such slices: an incremental run would never list them again."""
+    stopped = summary("5", RunState.SWEEPING)
+    chosen = plan([stopped], False, "P", 0.0, lambda run: [])
+    assert (chosen.mode, chosen.reason) == ("clean", "previous run 5 stopped before its sweep finished")
+    base = summary("6")
+    restored = summary("4", RunState.SWEPT)
+    restored.restored = [{"at": (T0 + timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
+    chosen = plan([base, restored], False, "P", 0.0, lambda run: [])
+    assert (chosen.mode, chosen.reason) == ("clean", "objects of run 4 were restored since run 6")
+    restored.restored = [{"at": (T0 - timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
+    assert plan([base, restored], False, "P", 0.0, lambda run: []).mode == "incremental"
 
 
 def test_plan_gives_each_reason_in_order():

@@ -15,7 +15,7 @@ from lakegc.cli.main import new_app, state
 from lakegc.cli.plot import check_target, plot_curve
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
-from lakegc.engine.report import summary_rows, top_tables
+from lakegc.engine.report import human_bytes, summary_rows, top_tables
 from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
@@ -28,6 +28,15 @@ MASTER = typer.Option(None, "--master", help="Spark master URL (default: the set
 CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
 LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
+MAX_DELETES = typer.Option(
+    None, "--max-deletes", metavar="N", min=0, help="Stop after N objects; `gc sweep` continues the run later."
+)
+MAX_DELETE_RATE = typer.Option(
+    None,
+    "--max-delete-rate",
+    metavar="N",
+    help="At most N objects a second, across all executors (a throttling store slows it further).",
+)
 MIN_AGE = typer.Option(
     None,
     "--min-age",
@@ -126,6 +135,15 @@ def run(
         help="Also compute the retention curve for these durations (as `gc simulate`; one more pass) "
         "and show it in the run's report.",
     ),
+    quarantine: str | None = typer.Option(
+        None,
+        "--quarantine",
+        metavar="DURATION",
+        help="Move what is collected into the run's quarantine for this long (`gc restore` puts it back) "
+        "instead of deleting it; overrides the rules' quarantine_days; 0s deletes at once.",
+    ),
+    max_deletes: int | None = MAX_DELETES,
+    max_delete_rate: float | None = MAX_DELETE_RATE,
     as_json: bool = JSON,
 ) -> None:
     """Mark and sweep in one Spark job; prints the run's summary."""
@@ -142,11 +160,15 @@ def run(
             default_cutoff=default_cutoff,
             inventory=inventory,
             curve=tuple(curve.split(",")) if curve is not None else (),
+            quarantine=quarantine,
+            max_deletes=max_deletes,
+            max_delete_rate=max_delete_rate,
             master=master,
             conf=parse_conf(conf),
             progress=phase,
         )
     print_run(summary, as_json)
+    say_if_stopped(ctx, summary, as_json)
     if mark_only and not as_json:
         metastore = f"--metastore {state(ctx).metastore_url} " if state(ctx).metastore_url else ""
         output.say(
@@ -277,15 +299,89 @@ def sweep(
     run_id: str = RUN_ID,
     master: str | None = MASTER,
     conf: list[str] = CONF,
+    max_deletes: int | None = MAX_DELETES,
+    max_delete_rate: float | None = MAX_DELETE_RATE,
     as_json: bool = JSON,
 ) -> None:
-    """Delete the candidates of a marked run, re-checking each first."""
+    """Delete the candidates of a marked run, re-checking each first; or continue a run whose sweep
+    stopped (a budget, a crash, objects the store would not delete) from where it stopped."""
     name = _repo_uri(uri)
     with progress(f"sweep {run_id}", as_json=as_json) as phase:
         summary = api.sweep(
-            name, run_id, metastore=state(ctx).lake, master=master, conf=parse_conf(conf), progress=phase
+            name,
+            run_id,
+            metastore=state(ctx).lake,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+            max_deletes=max_deletes,
+            max_delete_rate=max_delete_rate,
         )
     print_run(summary, as_json)
+    say_if_stopped(ctx, summary, as_json)
+
+
+def say_if_stopped(ctx: typer.Context, summary: Run, as_json: bool) -> None:
+    if summary.state == "sweeping" and not as_json:
+        metastore = f"--metastore {state(ctx).metastore_url} " if state(ctx).metastore_url else ""
+        output.say(
+            f"Stopped with {summary.num_stopped} candidate(s) left. To continue: lakegc {metastore}gc sweep "
+            f"lakegc://{summary.target} {summary.run_id}"
+        )
+
+
+@app.command(
+    "restore",
+    epilog="Examples: lakegc gc restore lakegc://lake 20261126T1406 · lakegc gc restore lakegc://lake "
+    "20261126T1406 --path 'tables/orders/**'",
+)
+def restore(
+    ctx: typer.Context,
+    uri: str,
+    run_id: str = RUN_ID,
+    path: str | None = typer.Option(
+        None, "--path", metavar="GLOB", help="Only objects whose repository path or address matches this glob."
+    ),
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
+) -> None:
+    """Move a run's quarantined objects back to their addresses; reads of them work again."""
+    name = _repo_uri(uri)
+    with progress(f"restore {run_id}", as_json=as_json):
+        done = api.restore(name, run_id, path=path, metastore=state(ctx).lake, master=master, conf=parse_conf(conf))
+    if as_json:
+        output.emit_json({"repository": name, **done.to_json()})
+        return
+    output.say(
+        f"Restored {done.num_restored} object(s) ({human_bytes(done.bytes_restored)}) of run {done.run_id}."
+    )
+
+
+@app.command("purge", epilog="Example: lakegc gc purge lakegc://lake --json")
+def purge(
+    ctx: typer.Context, uri: str, master: str | None = MASTER, conf: list[str] = CONF, as_json: bool = JSON
+) -> None:
+    """Delete the quarantines whose restore window has passed (every `gc run` does this first)."""
+    name = _repo_uri(uri)
+    with progress(f"purge {name}", as_json=as_json) as phase:
+        done = api.purge(name, metastore=state(ctx).lake, master=master, conf=parse_conf(conf), progress=phase)
+    if as_json:
+        output.emit_json(
+            {"repository": name, "purged": [p.to_json() for p in done], "num_purged": sum(p.num_purged for p in done)}
+        )
+        return
+    if not done:
+        output.say("No quarantine's restore window has ended: nothing purged.")
+        return
+    output.table(
+        "RUN",
+        "WINDOW ENDED",
+        "PURGED",
+        "BYTES",
+        rows=[[p.run_id, output.when(p.quarantine_until), p.num_purged, p.bytes_purged] for p in done],
+        title=f"Quarantines purged · {name}",
+    )
 
 
 @app.command("runs", epilog="Example: lakegc gc runs lakegc://lake --json")

@@ -28,6 +28,14 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#6670
 _REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da", "orphan": "#0969da", "prefix mismatch": "#cf222e"}
 
 
+def _window_text(run: Run) -> str:
+    if run.purged_at:
+        return f"ended {shown_time(run.quarantine_until)}; purged {shown_time(run.purged_at)}: gone for good"
+    restored = sum(r.get("num_restored", 0) for r in run.restored)
+    again = f"; {restored} restored" if run.restored else ""
+    return f"until {shown_time(run.quarantine_until)} (`gc restore` puts them back){again}"
+
+
 def summary_rows(run: Run) -> list[list[object]]:
     """The run as people read it: what ran, what it looked at, what it found, what it deleted."""
     rows: list[list[object]] = [["state", run.state + (f" ({run.error})" if run.error else "")]]
@@ -61,11 +69,19 @@ def summary_rows(run: Run) -> list[list[object]]:
             f"{run.num_candidates} ({human_bytes(run.bytes_candidates)})" + (f": {by_reason}" if by_reason else ""),
         ]
     )
-    if (run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)) or run.num_deleted:
+    if (run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)) or run.num_deleted or run.num_failed:
         revived = f", {run.num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
+        stopped = f", {run.num_stopped} left by --max-deletes" if run.num_stopped else ""
         rows.append(
-            ["deleted", f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}"]
+            [
+                "quarantined" if run.quarantine_until else "deleted",
+                f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}{stopped}",
+            ]
         )
+    if run.num_slowdowns:
+        rows.append(["store throttling", f"{run.num_slowdowns} delete request(s) throttled; the sweep slowed down"])
+    if run.quarantine_until:
+        rows.append(["restore window", _window_text(run)])
     rows += [[name, value] for name, value in run.details.items() if not isinstance(value, (list, dict))]
     if run.phases:
         rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases:"])

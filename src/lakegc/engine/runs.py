@@ -2,6 +2,9 @@
 
     marking -> marked -> sweeping -> swept        (and any of them -> failed, with the error kept)
 
+A sweep that stops short (a `--max-deletes` budget, a killed process, objects the store would not
+delete) leaves its run `sweeping`, its progress recorded, and `gc sweep` goes on from there.
+
 A run has an id that sorts by the time it started (`new_run_id`), a state that only moves along the
 arrows above (anything else is loud: `IllegalTransition`), a folder for its outputs (`RunFolder`:
 candidates/, to_delete/, deleted/ as Parquet, summary.json and report.html), and one record, `Run`,
@@ -73,6 +76,11 @@ class RunNotFound(NotFound):
     pass
 
 
+class SweepIncomplete(LakegcError):
+    """A sweep that stopped short (objects the store would not delete, a lost lease): the run stays
+    `sweeping`, its progress recorded, for `gc sweep` to continue."""
+
+
 def check_transition(run_id: str, frm: RunState, to: RunState) -> None:
     if to not in _NEXT[frm]:
         raise IllegalTransition(f"run {run_id}: cannot go from {frm} to {to}")
@@ -131,6 +139,12 @@ class Run:
         default_factory=list
     )  # gc run --curve: the points, as simulate gives them
     details: dict[str, Any] = field(default_factory=dict)
+    # the restore window (repository runs): collected objects wait in the run's quarantine until then
+    quarantine_until: str | None = None
+    purged_at: str | None = None  # when the quarantine was purged (its objects are gone for good)
+    restored: list[dict[str, Any]] = field(default_factory=list)  # each restore: {at, path, num_restored}
+    num_stopped: int = 0  # candidates a --max-deletes budget left for a later `gc sweep`
+    num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
 
     @property
     def repository(self) -> str | None:
@@ -182,6 +196,10 @@ _REPOSITORY_ONLY = {
     "policy",
     "top",
     "retention_curve",
+    "quarantine_until",
+    "purged_at",
+    "restored",
+    "num_stopped",
 }
 _CONNECTOR_ONLY = {"settings", "details"}
 
@@ -409,12 +427,25 @@ class Recorder:
         self.folder.write_record(run)
         _stop_point(run.run_id, to)
 
+    def update(self, run: Run) -> None:
+        """Record `run`'s figures and error without moving it (a sweep that stopped short)."""
+        self.log.move(run, run.state)
+        self.folder.write_record(run)
+
     @contextmanager
     def recording(self, run: Run) -> Iterator[None]:
         """Any failure inside marks the run failed, keeps the error, writes the record and
-        re-raises (unexpected errors as one readable LakegcError line)."""
+        re-raises (unexpected errors as one readable LakegcError line). A `SweepIncomplete`
+        leaves the run where it is, recorded."""
         try:
             yield
+        except SweepIncomplete as exc:
+            run.error = str(exc)
+            try:
+                self.update(run)
+            except IllegalTransition:  # closed meanwhile: the folder still says what happened
+                self.folder.write_record(run)
+            raise
         except BaseException as exc:
             run.error = cause(exc)
             try:

@@ -62,10 +62,11 @@ def newly_settled(
 
 
 def previous_run(runs: list[Run]) -> Run | None:
-    """The newest run that finished deleting or failed: dry runs delete nothing, and a run waiting
-    for its deferred sweep has not finished (a later sweep only ever deletes more garbage)."""
+    """The newest run that finished deleting, failed, or stopped sweeping: dry runs delete nothing,
+    and a run waiting for its deferred sweep has not started (a later sweep only ever deletes more
+    garbage)."""
     for run in runs:  # newest first
-        if not run.dry_run and run.state in (RunState.SWEPT, RunState.FAILED):
+        if not run.dry_run and run.state in (RunState.SWEPT, RunState.FAILED, RunState.SWEEPING):
             return run
     return None
 
@@ -84,6 +85,11 @@ def plan(
         return Plan("clean", "no previous run to build on")
     if base.state is RunState.FAILED:
         return Plan("clean", f"previous run {base.run_id} failed")
+    if base.state is RunState.SWEEPING:  # its settled slices may still hold candidates it did not delete
+        return Plan("clean", f"previous run {base.run_id} stopped before its sweep finished")
+    restored = [r for r in runs if any(done["at"] > base.started_at for done in r.restored)]
+    if restored:  # objects back in slices the base settled: only a listing finds them again
+        return Plan("clean", f"objects of run {restored[0].run_id} were restored since run {base.run_id}")
     if base.policy != policy:
         return Plan("clean", f"retention rules changed since run {base.run_id}")
     if base.min_age_seconds != min_age_seconds:

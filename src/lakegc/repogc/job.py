@@ -14,9 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from lakegc.engine.delete import quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
-from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, new_run_id
+from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.repo.gc_source import GcSource
 from lakegc.repo.repository import Lake
@@ -25,9 +26,10 @@ from lakegc.repogc.inventory_format import load_inventory
 from lakegc.repogc.lease import LEASE_TTL, Lease
 from lakegc.repogc.mark import mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
+from lakegc.repogc.quarantine import Purged, Restored, expired, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
-from lakegc.repogc.sweep import sweep
+from lakegc.repogc.sweep import Budget, sweep
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER
@@ -53,6 +55,8 @@ class GcOptions:
     conf: dict[str, str] = field(default_factory=dict)
     inventory: str | None = None  # an S3 Inventory manifest.json to list the namespace from
     curve: tuple[str, ...] = ()  # retentions whose retention curve the run also computes (see `simulate`)
+    quarantine: timedelta | None = None  # the restore window; None: the rules' quarantine_days, if any
+    budget: Budget = field(default_factory=Budget)  # --max-deletes, --max-delete-rate
 
 
 def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime) -> Policies:
@@ -84,6 +88,7 @@ def run_gc(
     source = lake.repository(name).gc_source()
     if options.min_age < timedelta(0):
         raise InvalidArgument("--min-age must not be negative")
+    check_budget(options.budget)
     now = utcnow()
     policies = resolve_policies(source, options.cutoffs, options.default_cutoff, now)
     curve = parse_retentions(list(options.curve)) if options.curve else []
@@ -93,8 +98,12 @@ def run_gc(
     log = MetastoreRunLog(lake.metastore, name)
     run_id = new_run_id(now)
     recorder = Recorder(log, run_folder(source.storage, run_id))
+    window = quarantine_window(source, options.quarantine)
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
+        if not options.dry_run:
+            spark = spark or starting.result()  # type: ignore[union-attr]
+            purge_expired(spark, source, log, now, phase)
         chosen = plan_run(log, source, options, policies)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
@@ -121,6 +130,7 @@ def run_gc(
                 "min_age_seconds": options.min_age.total_seconds(),
                 "now": now.isoformat(),
                 "inventory": inventory and {"manifest": inventory.manifest, "created": inventory.created.isoformat()},
+                "quarantine_seconds": window.total_seconds() if window else None,
             },
         )
         timed = PhaseTimer(run, phase)
@@ -142,7 +152,25 @@ def run_gc(
             recorder.transition(run, RunState.MARKED)
         if options.dry_run or options.mark_only:
             return run
-        return _sweep(log, recorder, source, run, phase, spark, lease)
+        return _sweep(log, recorder, source, run, phase, spark, lease, options.budget)
+
+
+def quarantine_window(source: GcSource, given: timedelta | None) -> timedelta | None:
+    """How long a run's collected objects wait in its quarantine: `--quarantine` when given, else
+    the rules' `quarantine_days`; None (deleted at once) when that is zero or unset."""
+    if given is None:
+        rules = source.rules()
+        given = timedelta(days=rules.quarantine_days) if rules and rules.quarantine_days else None
+    if given is not None and given < timedelta(0):
+        raise InvalidArgument("--quarantine must not be negative")
+    return given or None
+
+
+def check_budget(budget: Budget) -> None:
+    if budget.max_deletes is not None and budget.max_deletes < 0:
+        raise InvalidArgument("--max-deletes must not be negative")
+    if budget.max_rate is not None and not budget.max_rate > 0:
+        raise InvalidArgument("--max-delete-rate must be a positive number of objects a second")
 
 
 def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policies: Policies) -> Plan:
@@ -176,9 +204,13 @@ def sweep_run(
     spark: SparkSession | None = None,
     master: str | None = None,
     conf: dict[str, str] | None = None,
+    budget: Budget = Budget(),
 ) -> Run:
-    """Delete the candidates of a marked run, re-checking each against what references it now.
-    `run_id` may be a prefix only that run's id has."""
+    """Delete the candidates of a marked run, re-checking each against what references it now; or
+    go on with a run an earlier sweep left `sweeping` (stopped by a budget, killed, or with objects
+    the store would not delete), from what it recorded as done. `run_id` may be a prefix only
+    that run's id has."""
+    check_budget(budget)
     source = lake.repository(name).gc_source()
     log = MetastoreRunLog(lake.metastore, name)
     run_id = log.resolve(run_id)
@@ -191,10 +223,56 @@ def sweep_run(
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
         run, _ = log.get(run_id)
-        if run.state is not RunState.MARKED:
-            raise InvalidArgument(f"run {run_id} is {run.state}: only a marked run can be swept")
+        if run.state not in (RunState.MARKED, RunState.SWEEPING):
+            raise InvalidArgument(
+                f"run {run_id} is {run.state}: only a marked run, or one whose sweep stopped, can be swept"
+            )
         spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
-        return _sweep(log, Recorder(log, run_folder(source.storage, run_id)), source, run, phase, spark, lease)
+        recorder = Recorder(log, run_folder(source.storage, run_id))
+        return _sweep(log, recorder, source, run, phase, spark, lease, budget)
+
+
+def restore_run(
+    lake: Lake,
+    name: str,
+    run_id: str,
+    path_glob: str | None = None,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> Restored:
+    """Put a run's quarantined objects back (see `quarantine.restore`), holding the repository's
+    lease: no sweep or purge runs meanwhile. The next `gc run` is clean (`plan`)."""
+    source = lake.repository(name).gc_source()
+    log = MetastoreRunLog(lake.metastore, name)
+    run_id = log.resolve(run_id)
+    check_namespace(source)
+    with Lease(lake.metastore, name, f"restore-{run_id}") as lease:
+        _took_over(log, source, lease)
+        spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
+        return restore(spark, source, log, run_id, path_glob)
+
+
+def purge_quarantines(
+    lake: Lake,
+    name: str,
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> list[Purged]:
+    """Delete the quarantines whose restore window has passed, holding the repository's lease,
+    after the same namespace checks as a sweep. Starts Spark only when there is one to purge."""
+    source = lake.repository(name).gc_source()
+    log = MetastoreRunLog(lake.metastore, name)
+    check_namespace(source)
+    with Lease(lake.metastore, name, "purge") as lease:
+        _took_over(log, source, lease)
+        now = utcnow()
+        if not any(expired(run, now) for run in log.list()):
+            return []
+        spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
+        return purge_expired(spark, source, log, now, phase)
 
 
 def _sweep(
@@ -205,14 +283,22 @@ def _sweep(
     phase: Phase,
     spark: SparkSession,
     lease: Lease,
+    budget: Budget = Budget(),
 ) -> Run:
     _, params = log.get(run.run_id)
     marked_now = datetime.fromisoformat(params["now"])
     policies = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
-    recorder.transition(run, RunState.SWEEPING)
+    window = params.get("quarantine_seconds")
+    continued = run.state is RunState.SWEEPING
+    if continued:
+        run.error = None
+        recorder.update(run)
+    else:
+        recorder.transition(run, RunState.SWEEPING)
     timed = PhaseTimer(run, phase)
     with recorder.recording(run):
-        timed("re-checking and deleting candidates", f"{run.num_candidates} candidates")
+        what = "re-checking and quarantining" if window else "re-checking and deleting"
+        timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))
         changed = policies.described != run.policy and (bool(policies.path_rules) or "path_rules" in run.policy)
         marked_active = _marked_active(source, run, len(policies.path_rules), changed)
         fenced_active = source.raise_fence(run.run_id, marked_active[0], params, marked_active[1:])
@@ -227,17 +313,28 @@ def _sweep(
                 fenced_active,
                 before_delete=lambda: _deadline(lease),
                 refs_sha256=None if changed else run.refs_sha256,  # counted under other path rules: not reused
+                budget=budget,
+                quarantine=quarantine_folder(run.run_id) if window else None,
             )
         finally:
             source.lower_fence(run.run_id)
         timed.stop()
         run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
-        run.num_failed, run.num_revived = swept.deletes.failed, swept.revived
+        run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
+        run.num_revived = (run.num_revived if continued else 0) + swept.revived
+        run.num_slowdowns += swept.deletes.slowdowns
+        if window:
+            run.quarantine_until = (utcnow() + timedelta(seconds=window)).isoformat()
+        again = f"`lakegc gc sweep lakegc://{source.name} {run.run_id}`"
         if run.num_failed:
-            raise LakegcError(
-                f"{run.num_failed} object(s) could not be deleted; see {run_prefix(run.run_id)}deleted/ "
-                "(run `gc run` again to retry them)"
+            raise SweepIncomplete(
+                f"{run.num_failed} object(s) could not be deleted (`lakegc gc show lakegc://{source.name} "
+                f"{run.run_id}` lists them); the run stays sweeping: {again} retries them"
             )
+        if run.num_stopped:
+            run.error = f"stopped by --max-deletes with {run.num_stopped} candidate(s) left: {again} continues"
+            recorder.update(run)
+            return run
         recorder.transition(run, RunState.SWEPT)
     return run
 

@@ -2,9 +2,10 @@
 
 A second run or sweep on the same repository is refused while the lease is held. A holder that dies
 stops renewing: its lease runs out after LEASE_TTL, or sooner when it lived on this host and its
-process is gone. Whoever takes a lease over also closes the runs its holder left in `marking` or
-`sweeping`: they become `failed` ("interrupted"), which is what they are. Nothing a dead run did is
-lost: its candidates (and, once sweeping, its `to_delete/` list) were written before any delete.
+process is gone. Whoever takes a lease over also settles the runs its holder left working: one left
+`marking` becomes `failed` ("interrupted"), which is what it is; one left `sweeping` stays so, marked
+interrupted, for `gc sweep` to continue. Nothing a dead run did is lost: its candidates and its
+`to_delete/` list were written before any delete, and each delete batch's outcome as it was done.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from lakegc.timeutil import utcnow
 LEASE_TTL = timedelta(seconds=60)
 HEARTBEAT = timedelta(seconds=2)
 INTERRUPTED = "interrupted: the process running it stopped before it finished"
+INTERRUPTED_SWEEP = (
+    "interrupted: the process sweeping it stopped before it finished; `lakegc gc sweep` continues it"
+)
 
 
 class LeaseHeld(LakegcError):
@@ -152,11 +156,19 @@ class Lease:
 
 
 def _close_interrupted(conn: sa.Connection, repository: str, now: datetime) -> list[str]:
-    """Runs left in a working state have no process any more: only the lease holder works."""
-    working = (t.gc_runs.c.repository == repository) & t.gc_runs.c.state.in_(("marking", "sweeping"))
-    ids = list(conn.execute(sa.select(t.gc_runs.c.id).where(working)).scalars())
-    if ids:
-        conn.execute(t.gc_runs.update().where(working).values(state="failed", error=INTERRUPTED, finished_at=now))
+    """Runs left in a working state have no process any more: only the lease holder works. A
+    mark starts over in a new run; a sweep can be continued, so it stays `sweeping`."""
+    ids = []
+    runs = t.gc_runs.c
+    for state, values, unless in (
+        ("marking", {"state": "failed", "error": INTERRUPTED, "finished_at": now}, sa.false()),
+        ("sweeping", {"error": INTERRUPTED_SWEEP}, runs.error.is_not(None)),  # a stop it explained itself
+    ):
+        working = (runs.repository == repository) & (runs.state == state)
+        found = list(conn.execute(sa.select(runs.id).where(working)).scalars())
+        if found:
+            conn.execute(t.gc_runs.update().where(working, sa.not_(unless)).values(**values))
+        ids += found
     return ids
 
 

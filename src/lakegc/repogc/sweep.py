@@ -8,14 +8,16 @@ that brought an old entry back, retention made longer). Revived candidates are s
 from __future__ import annotations
 
 import itertools
+import json
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lakegc.engine.arrowio import read_parquet, write_groups
 from lakegc.engine.columns import CANDIDATES, DELETES, ddl
-from lakegc.engine.delete import DEFERRED, DeleteTally, delete_objects, record_deletes
+from lakegc.engine.delete import DeleteTally, Pacing, delete_recorded
 from lakegc.errors import LakegcError
 from lakegc.repo.gc_source import GcSource, StagingVersion
 from lakegc.repogc.outputs import STAGING, output_keys, run_prefix
@@ -30,18 +32,33 @@ from lakegc.repogc.references import (
 from lakegc.repogc.refset import RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.retention.active import active_commits
 from lakegc.retention.rules import Policies
+from lakegc.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What one sweep may do: delete at most `max_deletes` objects, at most `max_rate` a second
+    across all executors (None: no limit)."""
+
+    max_deletes: int | None = None
+    max_rate: float | None = None
+
+
+@dataclass(frozen=True)
 class SweepResult:
-    """What a sweep did: the delete rounds' figures, and how many candidates it kept because
-    something references them again since the mark."""
+    """What a run's sweeps did so far: the delete figures (those of earlier sweeps of the run that
+    stopped included, failures only this sweep's), how many candidates this sweep kept because
+    something references them again since the mark, and how many a budget left for a later sweep."""
 
     deletes: DeleteTally
     revived: int
+    stopped: int = 0
+
+
+JUDGED = "to_delete.json"  # written once to_delete/ and revived/ are complete: what a continued sweep starts from
 
 
 def sweep(
@@ -54,18 +71,35 @@ def sweep(
     fenced_active: Sequence[set[str]] = (),
     before_delete: Callable[[], float] = lambda: float("inf"),
     refs_sha256: str | None = None,
+    budget: Budget = Budget(),
+    quarantine: str | None = None,
 ) -> SweepResult:
     """Delete what the re-check leaves of a marked run's candidates. Runs behind the fence (`repo.fence`):
     `marked_active` and `fenced_active` are the commits active at the mark and when the fence went
     up, per path class (`Policies.classes`); those are protected like the ones active now.
     What will be deleted is written to `to_delete/` first, so a sweep killed halfway has recorded
     everything it may have deleted. Deletes go in rounds: `before_delete` (the lease check) gives
-    each round its deadline, and no executor starts a delete after it (see `_delete_batch`)."""
+    each round its deadline, and no executor starts a delete after it (see `_delete_batch`).
+    Each batch's outcome is written as it is done (`deleted/`): a sweep of a run that an earlier
+    one left (stopped by a budget, killed, or with objects the store would not delete) goes on
+    with what that one did not record as gone, re-checked again now. With `quarantine`, objects
+    move into that folder instead of being deleted."""
     from pyspark.sql import functions as F
 
     storage = source.storage
     prefix = run_prefix(run_id)
-    candidates = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
+    attempt = f"{time.time_ns():x}"  # this sweep's own names: an earlier sweep's records stay as they are
+    done = _recorded_done(spark, storage, run_id)
+    if storage.exists(prefix + JUDGED):
+        pending = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), ddl(CANDIDATES))
+        to_delete_folder = f"{prefix}pending/{attempt}"
+    else:  # the first sweep, or one killed before its list was complete (and so before any delete)
+        for output in ("to_delete", "revived"):
+            storage.delete_many(output_keys(storage, run_id, output))
+        pending = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
+        to_delete_folder = f"{prefix}to_delete"
+    if done is not None:
+        pending = pending.join(done.select("address"), "address", "left_anti")
     protected = _protected_now(
         spark,
         source,
@@ -78,25 +112,46 @@ def sweep(
         fenced_active,
     )
     judged = (
-        candidates.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
+        pending.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
         .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
         .drop("referenced")
     )
-    written = write_groups(judged, storage, lambda output: f"{prefix}{output}", "output")  # one pass, both
+    folders = {"revived": f"{prefix}revived", "to_delete": to_delete_folder}
+    written = write_groups(judged, storage, folders.__getitem__, "output")  # one pass, both
+    revived = sum(part.rows for part in written.get("revived", []))
+    if not storage.exists(prefix + JUDGED):
+        storage.write(prefix + JUDGED, json.dumps({"revived": revived}).encode())
     remaining = read_parquet(spark, storage, [part.key for part in written.get("to_delete", [])], ddl(CANDIDATES))
     totals = DeleteTally()
+    left = budget.max_deletes
     for round_no in itertools.count():
-        results = delete_objects(spark, storage, remaining, deadline=before_delete())
-        tally = record_deletes(results, storage, f"{prefix}deleted/round-{round_no}")
+        how = Pacing(deadline=before_delete(), quarantine=quarantine, rate=budget.max_rate)
+        tally = delete_recorded(
+            spark, storage, remaining, f"{prefix}deleted/{attempt}-{round_no}", f"{prefix}deferred/{attempt}", how, left
+        )
         totals = totals + tally
+        if left is not None:
+            left -= tally.deleted + tally.failed
         if not tally.deferred_parts:
             break
-        remaining = (
-            read_parquet(spark, storage, tally.deferred_parts, ddl(DELETES))
-            .where(F.col("error").startswith(DEFERRED))
-            .select(*CANDIDATES.names)
-        )
-    return SweepResult(totals, sum(part.rows for part in written.get("revived", [])))
+        remaining = read_parquet(spark, storage, list(tally.deferred_parts), ddl(DELETES)).select(*CANDIDATES.names)
+    if done is not None:
+        before = done.agg(F.count("address").alias("n"), F.sum("size").alias("bytes")).first()
+        totals = replace(totals, deleted=totals.deleted + before["n"], bytes=totals.bytes + (before["bytes"] or 0))
+    return SweepResult(totals, revived, totals.stopped)
+
+
+def _recorded_done(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:
+    """What earlier sweeps of the run recorded as gone (address, size), or None when none did."""
+    keys = output_keys(storage, run_id, "deleted")
+    if not keys:
+        return None
+    return (
+        read_parquet(spark, storage, keys, ddl(DELETES))
+        .where("deleted")
+        .select("address", "size")
+        .dropDuplicates(["address"])
+    )
 
 
 def _protected_now(

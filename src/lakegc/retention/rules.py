@@ -49,19 +49,24 @@ class PathRule(BaseModel):
 
 class GcRules(BaseModel):
     """lakeFS-compatible: `{"default_retention_days": N, "branches": [{"branch_id", "retention_days"}]}`,
-    and lakegc's `"path_rules": [{"glob", "retention_days"}]` (first match wins)."""
+    and lakegc's `"path_rules": [{"glob", "retention_days"}]` (first match wins) and
+    `"quarantine_days": N` (the restore window)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     default_retention_days: StrictInt = Field(ge=0)
     branches: list[BranchRule]
     path_rules: list[PathRule] = Field(default_factory=list)
+    # the restore window: collected objects wait this long in the run's quarantine before a purge
+    quarantine_days: StrictInt | None = Field(default=None, ge=0)
 
     def to_doc(self) -> dict:
-        """The rules as JSON, as given: `path_rules` only when there are some (rules without them
-        read, and are described in run records, exactly as before path rules existed)."""
+        """The rules as JSON, as given: `path_rules` and `quarantine_days` only when set (rules
+        without them read, and are described in run records, exactly as before they existed)."""
         doc = self.model_dump()
         if not self.path_rules:
             del doc["path_rules"]
+        if self.quarantine_days is None:
+            del doc["quarantine_days"]
         return doc
 
     def retention_days(self, branch: str | None) -> int:

@@ -1,0 +1,254 @@
+"""The restore window: a run's collected objects wait in its quarantine folder, then go for good.
+
+With `quarantine_days` in the rules (or `gc run --quarantine`), a sweep moves each object it
+collects to `_lakegc/quarantine/<run>/<address>` instead of deleting it (`engine.delete`). Its
+address is empty, so reads answer 410 as for any collected object; until the window ends,
+`restore` moves the run's objects (all, or those whose path or address matches a glob) back, and
+reads work again. After it, `purge` deletes the quarantine: `gc purge`, and every `gc run` before
+it marks.
+
+Both go through the deletion guard: the namespace is checked as for a sweep, and a purge's
+deletes are refused outside the one quarantine folder being purged. What a restore moves comes
+from the run's own `deleted/` records, never from a listing, so nothing else is ever moved.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakegc.engine.arrowio import read_parquet, write_parquet
+from lakegc.engine.columns import DELETES, ddl
+from lakegc.engine.delete import BATCH_SIZE, Pacing, _delete_batch, delete_recorded, quarantine_folder
+from lakegc.engine.progress import Phase, no_progress
+from lakegc.engine.runs import MetastoreRunLog, Recorder, Run, RunState
+from lakegc.errors import InvalidArgument, LakegcError, NotFound
+from lakegc.repo.gc_source import GcSource
+from lakegc.repogc.outputs import output_keys, run_folder, run_prefix
+from lakegc.retention.paths import glob_regex
+from lakegc.storage import Storage, read_table
+from lakegc.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class QuarantinePurged(NotFound):
+    """What a restore asked for is gone: its quarantine was purged."""
+
+
+@dataclass(frozen=True)
+class Purged:
+    """One quarantine a purge deleted: the run, how many objects, and when its window had ended."""
+
+    run_id: str
+    num_purged: int
+    bytes_purged: int
+    quarantine_until: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "num_purged": self.num_purged,
+            "bytes_purged": self.bytes_purged,
+            "quarantine_until": self.quarantine_until,
+        }
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a restore put back, and what it could not (gone: purged, or never quarantined)."""
+
+    run_id: str
+    num_restored: int
+    bytes_restored: int
+    num_missing: int
+    missing: tuple[str, ...]  # the first few addresses that could not be restored
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "num_restored": self.num_restored,
+            "bytes_restored": self.bytes_restored,
+            "num_missing": self.num_missing,
+            "missing": list(self.missing),
+        }
+
+
+def expired(run: Run, now: datetime) -> bool:
+    """Is the run's restore window over, and its quarantine not purged yet?"""
+    return (
+        run.quarantine_until is not None
+        and run.purged_at is None
+        and datetime.fromisoformat(run.quarantine_until) <= now
+    )
+
+
+def purge_expired(
+    spark: SparkSession, source: GcSource, log: MetastoreRunLog, now: datetime, phase: Phase = no_progress
+) -> list[Purged]:
+    """Delete the quarantines whose window has passed (the caller holds the repository's lease
+    and has checked the namespace). A run whose sweep is still going on keeps its quarantine."""
+    done = []
+    for run in sorted(log.list(), key=lambda r: r.run_id):
+        if not expired(run, now) or run.state is not RunState.SWEPT:
+            continue
+        phase("purging quarantine", f"run {run.run_id}, window ended {run.quarantine_until}")
+        done.append(_purge(spark, source, log, run))
+    return done
+
+
+def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run) -> Purged:
+    """Delete one run's quarantine: on the executors, the objects its records say it moved there;
+    then, from a listing, any a killed batch moved without a record. Deletes are refused outside
+    the quarantine folder."""
+    from pyspark.sql import functions as F
+
+    storage = source.storage
+    folder = quarantine_folder(run.run_id)
+    moved = (
+        read_parquet(spark, storage, output_keys(storage, run.run_id, "deleted"), ddl(DELETES))
+        .where("deleted")
+        .dropDuplicates(["address"])
+        .select(F.concat(F.lit(folder), "address").alias("address"), "size", "mtime", "reason")
+    )
+    how = Pacing(allowed=folder)
+    prefix = run_prefix(run.run_id)
+    tally = delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", how)
+    left = _straggler_purge(source, folder)
+    if tally.failed or left:
+        raise LakegcError(
+            f"the quarantine of run {run.run_id} could not be purged whole ({tally.failed + left} object(s) "
+            "are still there); the next purge tries again"
+        )
+    run.purged_at = utcnow().isoformat()
+    Recorder(log, run_folder(storage, run.run_id)).update(run)
+    return Purged(run.run_id, tally.deleted, tally.bytes, run.quarantine_until or "")
+
+
+def _straggler_purge(source: GcSource, folder: str) -> int:
+    """Delete what is left under `folder` in batches as the listing streams (never held whole);
+    how many could not be deleted."""
+    failed = 0
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> int:
+        out = _delete_batch(source.storage, batch, Pacing(allowed=folder))
+        batch.clear()
+        return out.num_rows - sum(out.column("deleted").to_pylist())
+
+    for info in source.storage.list(folder):
+        batch.append({"address": info.key, "size": info.size, "mtime": info.mtime, "reason": "purge"})
+        if len(batch) == BATCH_SIZE:
+            failed += flush()
+    if batch:
+        failed += flush()
+    return failed
+
+
+def restore(
+    spark: SparkSession, source: GcSource, log: MetastoreRunLog, run_id: str, path_glob: str | None
+) -> Restored:
+    """Move a run's quarantined objects (those whose repository path or address matches
+    `path_glob`, or all) back to their addresses. Objects already back are counted as restored;
+    an object that is not in the quarantine any more is gone, and so is the whole quarantine once
+    purged: both are errors that name what is gone (the rest is restored all the same)."""
+    run, _ = log.get(run_id)
+    if run.state not in (RunState.SWEEPING, RunState.SWEPT) or run.dry_run:
+        raise InvalidArgument(f"run {run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing")
+    if run.quarantine_until is None:
+        raise InvalidArgument(f"run {run_id} deleted what it collected (it had no restore window): nothing to restore")
+    if run.purged_at is not None:
+        raise QuarantinePurged(
+            f"run {run_id}'s quarantine was purged at {run.purged_at} (its window ended {run.quarantine_until}): "
+            f"the {run.num_deleted} object(s) it collected are gone"
+        )
+    matcher = None if path_glob is None else _matcher(path_glob)
+    storage = source.storage
+    folder = quarantine_folder(run_id)
+    moved = read_parquet(spark, storage, output_keys(storage, run_id, "deleted"), ddl(DELETES)).where("deleted")
+    named = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), "address string, path string")
+    chosen = moved.dropDuplicates(["address"]).join(named.dropDuplicates(["address"]), "address", "left")
+
+    def put_back(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = [
+                r
+                for r in batch.to_pylist()
+                if matcher is None or matcher(r["address"]) or (r["path"] is not None and matcher(r["path"]))
+            ]
+            for start in range(0, len(rows), BATCH_SIZE):
+                yield _restore_batch(storage, folder, rows[start : start + BATCH_SIZE])
+
+    results = chosen.mapInArrow(put_back, ddl(_RESTORES))
+    written = write_parquet(results, storage, f"{run_prefix(run_id)}restored/{time.time_ns():x}", (_restore_tally, []))
+    total = written.tally.to_pylist()[0] if written.tally is not None else {"restored": 0, "bytes": 0, "missing": 0}
+    missing: list[str] = []
+    for part in written.parts:  # the first few that are gone, to name them
+        if part.tally is not None and part.tally["missing"][0].as_py() and len(missing) < _NAMED:
+            table = read_table(storage, part.key, ["address", "restored"])
+            missing += [a for a, ok in zip(*table.to_pydict().values(), strict=True) if not ok][: _NAMED - len(missing)]
+    restored = Restored(run_id, total["restored"], total["bytes"], total["missing"], tuple(sorted(missing)))
+    if path_glob is not None and restored.num_restored + restored.num_missing == 0:
+        raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
+    run.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
+    Recorder(log, run_folder(storage, run_id)).update(run)
+    if restored.num_missing:
+        shown = ", ".join(restored.missing) + (" ..." if restored.num_missing > len(restored.missing) else "")
+        raise QuarantinePurged(
+            f"{restored.num_missing} object(s) of run {run_id} are not in its quarantine any more and are gone "
+            f"({shown}); {restored.num_restored} restored"
+        )
+    return restored
+
+
+_RESTORES = pa.schema(
+    [("address", pa.string()), ("size", pa.int64()), ("restored", pa.bool_()), ("error", pa.string())]
+)
+_NAMED = 5  # missing objects a restore's error names
+
+
+def _restore_tally(batch: pa.RecordBatch) -> pa.Table:
+    back = pc.fill_null(batch.column("restored"), False)
+    n_back = pc.sum(back.cast(pa.int64())).as_py() or 0
+    return pa.table(
+        {
+            "restored": [n_back],
+            "bytes": [pc.sum(pc.filter(batch.column("size"), back)).as_py() or 0],
+            "missing": [batch.num_rows - n_back],
+        },
+        schema=pa.schema([(name, pa.int64()) for name in ("restored", "bytes", "missing")]),
+    )
+
+
+def _restore_batch(storage: Storage, folder: str, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    """Move one batch back (never over an object at its address); an object is restored when its
+    address holds it afterwards."""
+    outcomes = {o.key: o for o in storage.move_many([(folder + r["address"], r["address"]) for r in rows])}
+    out = []
+    for r in rows:
+        outcome = outcomes.get(folder + r["address"])
+        back = outcome is not None and outcome.ok and storage.exists(r["address"])
+        error = (
+            None if back else (outcome.error if outcome is not None and outcome.error else "gone from the quarantine")
+        )
+        out.append({"address": r["address"], "size": r["size"], "restored": back, "error": error})
+    return pa.RecordBatch.from_pylist(out, schema=_RESTORES)
+
+
+def _matcher(glob: str) -> Any:
+    """A glob as path rules read it (gitignore-style), for repository paths and addresses."""
+    try:
+        pattern = re.compile(glob_regex(glob), re.S)
+    except InvalidArgument:
+        raise
+    except re.error as exc:
+        raise InvalidArgument(f"invalid --path glob {glob!r}: {exc}") from None
+    return lambda text: pattern.fullmatch(text) is not None
