@@ -353,9 +353,7 @@ def restore(
     if as_json:
         output.emit_json({"repository": name, **done.to_json()})
         return
-    output.say(
-        f"Restored {done.num_restored} object(s) ({human_bytes(done.bytes_restored)}) of run {done.run_id}."
-    )
+    output.say(f"Restored {done.num_restored} object(s) ({human_bytes(done.bytes_restored)}) of run {done.run_id}.")
 
 
 @app.command("purge", epilog="Example: lakegc gc purge lakegc://lake --json")

@@ -272,7 +272,14 @@ def purge_quarantines(
         if not any(expired(run, now) for run in log.list()):
             return []
         spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
-        return purge_expired(spark, source, log, now, phase)
+        done = purge_expired(spark, source, log, now, phase)
+    stuck = [p for p in done if p.num_left]
+    if stuck:
+        raise LakegcError(
+            f"the quarantine of run {stuck[0].run_id} could not be purged whole ({stuck[0].num_left} object(s) "
+            "are still there); the next purge tries again"
+        )
+    return done
 
 
 def _sweep(

@@ -27,9 +27,7 @@ from lakegc.timeutil import utcnow
 LEASE_TTL = timedelta(seconds=60)
 HEARTBEAT = timedelta(seconds=2)
 INTERRUPTED = "interrupted: the process running it stopped before it finished"
-INTERRUPTED_SWEEP = (
-    "interrupted: the process sweeping it stopped before it finished; `lakegc gc sweep` continues it"
-)
+INTERRUPTED_SWEEP = "interrupted: the process sweeping it stopped before it finished; `lakegc gc sweep` continues it"
 
 
 class LeaseHeld(LakegcError):

@@ -29,7 +29,7 @@ from lakegc.engine.columns import DELETES, ddl
 from lakegc.engine.delete import BATCH_SIZE, Pacing, _delete_batch, delete_recorded, quarantine_folder
 from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.runs import MetastoreRunLog, Recorder, Run, RunState
-from lakegc.errors import InvalidArgument, LakegcError, NotFound
+from lakegc.errors import InvalidArgument, NotFound
 from lakegc.repo.gc_source import GcSource
 from lakegc.repogc.outputs import output_keys, run_folder, run_prefix
 from lakegc.retention.paths import glob_regex
@@ -52,6 +52,7 @@ class Purged:
     num_purged: int
     bytes_purged: int
     quarantine_until: str
+    num_left: int = 0  # still in the quarantine (the store refused): the next purge tries again
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class Purged:
             "num_purged": self.num_purged,
             "bytes_purged": self.bytes_purged,
             "quarantine_until": self.quarantine_until,
+            "num_left": self.num_left,
         }
 
 
@@ -95,7 +97,9 @@ def purge_expired(
     spark: SparkSession, source: GcSource, log: MetastoreRunLog, now: datetime, phase: Phase = no_progress
 ) -> list[Purged]:
     """Delete the quarantines whose window has passed (the caller holds the repository's lease
-    and has checked the namespace). A run whose sweep is still going on keeps its quarantine."""
+    and has checked the namespace). A run whose sweep is still going on keeps its quarantine. A
+    quarantine the store would not empty whole stays unpurged (`num_left`), for the next purge:
+    it never stops a GC run."""
     done = []
     for run in sorted(log.list(), key=lambda r: r.run_id):
         if not expired(run, now) or run.state is not RunState.SWEPT:
@@ -122,35 +126,25 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
     how = Pacing(allowed=folder)
     prefix = run_prefix(run.run_id)
     tally = delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", how)
-    left = _straggler_purge(source, folder)
-    if tally.failed or left:
-        raise LakegcError(
-            f"the quarantine of run {run.run_id} could not be purged whole ({tally.failed + left} object(s) "
-            "are still there); the next purge tries again"
-        )
-    run.purged_at = utcnow().isoformat()
-    Recorder(log, run_folder(storage, run.run_id)).update(run)
-    return Purged(run.run_id, tally.deleted, tally.bytes, run.quarantine_until or "")
+    _straggler_purge(source, folder)
+    left = sum(1 for _ in storage.list(folder))  # the truth: what is still there
+    if not left:
+        run.purged_at = utcnow().isoformat()
+        Recorder(log, run_folder(storage, run.run_id)).update(run)
+    return Purged(run.run_id, tally.deleted, tally.bytes, run.quarantine_until or "", left)
 
 
-def _straggler_purge(source: GcSource, folder: str) -> int:
-    """Delete what is left under `folder` in batches as the listing streams (never held whole);
-    how many could not be deleted."""
-    failed = 0
+def _straggler_purge(source: GcSource, folder: str) -> None:
+    """Delete what is left under `folder` (objects a killed batch moved without a record) in
+    batches as the listing streams, never holding it whole."""
     batch: list[dict[str, Any]] = []
-
-    def flush() -> int:
-        out = _delete_batch(source.storage, batch, Pacing(allowed=folder))
-        batch.clear()
-        return out.num_rows - sum(out.column("deleted").to_pylist())
-
     for info in source.storage.list(folder):
         batch.append({"address": info.key, "size": info.size, "mtime": info.mtime, "reason": "purge"})
         if len(batch) == BATCH_SIZE:
-            failed += flush()
+            _delete_batch(source.storage, batch, Pacing(allowed=folder))
+            batch.clear()
     if batch:
-        failed += flush()
-    return failed
+        _delete_batch(source.storage, batch, Pacing(allowed=folder))
 
 
 def restore(
