@@ -65,6 +65,7 @@ __all__ = [
     "connector_runs",
     "delete_rules",
     "explain",
+    "failures",
     "gc",
     "get_rules",
     "iceberg_gc",
@@ -355,6 +356,18 @@ def candidates(
     found = run(repository, run_id, metastore=lake)  # here, not when the first candidate is asked for
     wanted = CandidateFilter(prefix, branch, reason)
     return _candidates(run_folder(lake.repository(repository).storage, found.run_id), limit, wanted)
+
+
+def failures(repository: str, run_id: str, *, metastore: Metastore = None, limit: int = 20) -> list[tuple[str, str]]:
+    """The objects the run's newest sweep could not delete (address, the store's error), at most
+    `limit`: what `num_failed` counts, and what `sweep` tries again."""
+    from lakegc.repogc.sweep import failures as recorded_failures
+
+    lake = open_lake(metastore)
+    found = run(repository, run_id, metastore=lake)
+    if not found.num_failed:
+        return []
+    return recorded_failures(lake.repository(repository).storage, found.run_id, limit)
 
 
 def _check_limit(limit: int | None) -> None:

@@ -289,31 +289,40 @@ def deleted_outputs(bucket: Bucket, run_id: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def failed_run(cli: Cli, *needles: str) -> dict[str, Any]:
-    """Run GC expecting it to end failed (one error line, exit 1); its summary."""
+def stopped_run(cli: Cli, *needles: str) -> dict[str, Any]:
+    """Run GC expecting its sweep to stop short (one error line, exit 1); its summary."""
     one_error(cli("gc", "run", REPO, "--min-age", "0s", "--json", ok=False), *needles)
     return cli("gc", "runs", REPO, "--json").json()[0]
 
 
 def test_keys_a_delete_batch_fails_are_retried_then_recorded_never_counted(cli: Cli, bucket: Bucket, spark):
+    """A key the store keeps refusing is retried, then recorded: the run stays `sweeping` (its
+    progress kept), `gc show` names the key and the store's error, and once the store heals
+    `gc sweep RUN` deletes it, and nothing it already deleted is counted twice."""
     lake = build_lake(cli, bucket)
     before = lake_data(lake)
     stuck, flaky = lake.keys["A1"], lake.keys["D1"]
+    errors_before = bucket.faults.delete_errors
     bucket.faults.fail_delete = {stuck: -1, flaky: 2}  # A1 always fails; D1 fails twice, then goes
 
-    run = failed_run(cli, "could not be deleted")
-    assert run["state"] == "failed" and run["num_failed"] == 1 and run["num_deleted"] == 3
+    run = stopped_run(cli, "could not be deleted", "gc sweep")
+    assert run["state"] == "sweeping" and run["num_failed"] == 1 and run["num_deleted"] == 3
     assert stuck in lake_data(lake) and flaky not in lake_data(lake)
     assert before - lake_data(lake) == set(expected_candidates(lake)) - {stuck}
     recorded = deleted_outputs(bucket, run["run_id"])
     assert recorded[stuck]["deleted"] is False and "injected failure" in recorded[stuck]["error"]
     assert recorded[flaky]["deleted"] is True and recorded[flaky]["error"] is None
-    assert bucket.faults.delete_errors == RETRIES + 2  # A1 failed every attempt of the sweep, D1 twice
+    assert bucket.faults.delete_errors - errors_before == RETRIES + 2  # A1 failed every attempt of the sweep, D1 twice
+    shown = cli("gc", "show", REPO, run["run_id"], "--json").json()
+    assert shown["failed"] == [{"address": stuck, "error": recorded[stuck]["error"]}]
+    table = cli("gc", "show", REPO, run["run_id"]).stdout
+    assert "Not deleted: 1" in table and stuck in table
     assert_live_intact(cli, lake)
 
-    bucket.faults.reset()  # the store heals: the next run takes what is left
-    again = cli("gc", "run", REPO, "--min-age", "0s", "--json").json()
-    assert again["state"] == "swept" and again["num_deleted"] == 1
+    bucket.faults.reset()  # the store heals: the run's own sweep goes on with what is left
+    again = cli("gc", "sweep", REPO, run["run_id"], "--json").json()
+    assert again["state"] == "swept" and again["num_deleted"] == 4 and again["num_failed"] == 0
+    assert cli("gc", "show", REPO, run["run_id"], "--json").json()["failed"] == []
     assert before - lake_data(lake) == set(expected_candidates(lake))
     assert_live_intact(cli, lake)
 
@@ -322,14 +331,60 @@ def test_a_delete_batch_that_fails_whole_deletes_nothing_and_counts_nothing(cli:
     lake = build_lake(cli, bucket)
     before = lake_data(lake)
     bucket.faults.fail_delete_batches = -1
-    run = failed_run(cli, "4 object(s) could not be deleted")
-    assert run["state"] == "failed" and run["num_deleted"] == 0 and run["num_failed"] == 4
+    run = stopped_run(cli, "4 object(s) could not be deleted")
+    assert run["state"] == "sweeping" and run["num_deleted"] == 0 and run["num_failed"] == 4
     assert lake_data(lake) == before
     assert all(
         not r["deleted"] and "InternalError" in r["error"] for r in deleted_outputs(bucket, run["run_id"]).values()
     )
     bucket.faults.reset()
+    assert cli("gc", "sweep", REPO, run["run_id"], "--json").json()["num_deleted"] == 4
     assert_live_intact(cli, lake)
+
+
+def test_keys_the_store_throttles_slow_the_sweep_down_and_all_go_once_it_recovers(cli: Cli, bucket: Bucket, spark):
+    """DeleteObjects answering SlowDown for some keys (a 200 with per-key errors, which no client
+    retries by itself): the sweep counts the throttled requests, slows down, retries with jitter,
+    and deletes everything once the store recovers; nothing is counted twice."""
+    lake = build_lake(cli, bucket)
+    before = lake_data(lake)
+    errors_before = bucket.faults.delete_errors
+    bucket.faults.delete_error_code = "SlowDown"
+    bucket.faults.fail_delete = {lake.keys["A1"]: 2, lake.keys["B1"]: 3}
+    run = cli("gc", "run", REPO, "--min-age", "0s", "--json").json()
+    assert run["state"] == "swept" and run["num_deleted"] == 4 and run["num_failed"] == 0
+    assert run["num_slowdowns"] >= 2, run  # the task saw the store throttle, and paced itself
+    assert bucket.faults.delete_errors - errors_before == 5
+    assert before - lake_data(lake) == set(expected_candidates(lake))
+    print(f"throttled keys: {bucket.faults.delete_errors - errors_before} SlowDown answers, {run['num_slowdowns']} slowed requests")
+    assert_live_intact(cli, lake)
+
+
+def test_dropped_connections_are_survived_with_the_same_result(cli: Cli, bucket: Bucket, spark):
+    lake = build_lake(cli, bucket)
+    before = lake_data(lake)
+    dropped_before = bucket.faults.dropped
+    bucket.faults.drop_every = 5  # every fifth request: the connection closes with no answer
+    run = cli("gc", "run", REPO, "--min-age", "0s", "--json").json()
+    assert run["state"] == "swept" and run["num_deleted"] == 4 and run["num_failed"] == 0
+    assert bucket.faults.dropped - dropped_before >= 5, bucket.faults
+    bucket.faults.drop_every = 0
+    assert before - lake_data(lake) == set(expected_candidates(lake))
+    print(f"dropped connections: {bucket.faults.dropped} of {bucket.faults.requests} requests")
+    assert_live_intact(cli, lake)
+
+
+def test_a_listing_that_keeps_failing_fails_the_run_before_anything_is_deleted(cli: Cli, bucket: Bucket, spark):
+    lake = build_lake(cli, bucket)
+    before = lake_data(lake)
+    deletes_before, list_errors_before = bucket.faults.delete_requests, bucket.faults.list_errors
+    bucket.faults.fail_list = -1
+    one_error(cli("gc", "run", REPO, "--min-age", "0s", ok=False), "InternalError")
+    bucket.faults.fail_list = 0
+    run = cli("gc", "runs", REPO, "--json").json()
+    assert [r["state"] for r in run] in ([], ["failed"]) and all(r["num_deleted"] == 0 for r in run)
+    assert lake_data(lake) == before and bucket.faults.list_errors - list_errors_before >= 3
+    assert bucket.faults.delete_requests == deletes_before  # not one delete request
 
 
 def test_an_unreachable_store_is_one_error_line_and_nothing_moves(

@@ -77,6 +77,11 @@ class Faults:
     slowdown_every: int = 0  # every Nth request gets 503 SlowDown (0: never)
     fail_delete: dict[str, int] = field(default_factory=dict)  # key suffix -> failures left (-1: always)
     fail_delete_batches: int = 0  # whole DeleteObjects requests answered 500 (-1: always)
+    delete_error_code: str = "InternalError"  # the code of a key fail_delete fails ("SlowDown": throttled)
+    drop_every: int = 0  # every Nth request: the connection closed with no answer (0: never)
+    fail_list: int = 0  # ListObjectsV2 requests answered 500 InternalError (-1: always)
+    dropped: int = 0
+    list_errors: int = 0
     requests: int = 0
     slowdowns: int = 0
     delete_requests: int = 0
@@ -89,6 +94,7 @@ class Faults:
     def reset(self) -> None:
         with self.lock:
             self.slowdown_every, self.fail_delete, self.fail_delete_batches, self.backdate = 0, {}, 0, {}
+            self.delete_error_code, self.drop_every, self.fail_list = "InternalError", 0, 0
 
 
 class FaultProxy:
@@ -131,6 +137,23 @@ class FaultProxy:
             whole_batch = is_delete and f.fail_delete_batches != 0
             if whole_batch and f.fail_delete_batches > 0:
                 f.fail_delete_batches -= 1
+            drop = f.drop_every > 0 and f.requests % f.drop_every == 0 and not slowdown
+            f.dropped += drop
+            is_list = h.command == "GET" and "list-type=2" in h.path
+            list_error = is_list and f.fail_list != 0
+            if list_error:
+                f.list_errors += 1
+                f.fail_list -= f.fail_list > 0
+        if drop:  # the connection closes with no answer at all
+            h.close_connection = True
+            return None
+        if list_error:
+            return _answer(
+                h,
+                500,
+                b"<Error><Code>InternalError</Code><Message>injected</Message></Error>",
+                {"Content-Type": "application/xml"},
+            )
         if slowdown:
             return _answer(h, 503, _SLOWDOWN, {"Content-Type": "application/xml"})
         if whole_batch:
@@ -169,7 +192,8 @@ class FaultProxy:
                 conn.close()
         if failed:
             errors = "".join(
-                f"<Error><Key>{escape(k)}</Key><Code>InternalError</Code><Message>injected failure</Message></Error>"
+                f"<Error><Key>{escape(k)}</Key><Code>{f.delete_error_code}</Code>"
+                "<Message>injected failure</Message></Error>"
                 for k in failed
             )
             data = data.replace(b"</DeleteResult>", errors.encode() + b"</DeleteResult>")

@@ -32,7 +32,7 @@ from lakegc.repogc.references import (
 from lakegc.repogc.refset import RefManifest, StateUnusable, load_manifest, read_refs
 from lakegc.retention.active import active_commits
 from lakegc.retention.rules import Policies
-from lakegc.storage import Storage
+from lakegc.storage import Storage, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -139,6 +139,32 @@ def sweep(
         before = done.agg(F.count("address").alias("n"), F.sum("size").alias("bytes")).first()
         totals = replace(totals, deleted=totals.deleted + before["n"], bytes=totals.bytes + (before["bytes"] or 0))
     return SweepResult(totals, revived, totals.stopped)
+
+
+def failures(storage: Storage, run_id: str, limit: int) -> list[tuple[str, str]]:
+    """The first `limit` objects the run's newest sweep tried and could not delete, with the
+    store's error: its records are `deleted/<sweep>-<round>/`, a later sweep's sorting after."""
+    keys = output_keys(storage, run_id, "deleted")
+    if not keys:
+        return []
+    folder = lambda key: key.rsplit("/", 2)[-2]  # noqa: E731
+    sweep_of = folder(max(keys, key=lambda k: _attempt_order(folder(k)))).split("-")[0]
+    found: list[tuple[str, str]] = []
+    for key in sorted(k for k in keys if folder(k).split("-")[0] == sweep_of):
+        table = read_table(storage, key, ["address", "deleted", "error"])
+        for address, deleted, error in zip(*table.to_pydict().values(), strict=True):
+            if not deleted and len(found) < limit:
+                found.append((address, error or ""))
+    return sorted(found)
+
+
+def _attempt_order(folder: str) -> tuple[int, int]:
+    """`<sweep>-<round>` folders in the order they were written (`round-N` of older versions first)."""
+    sweep_of, _, round_no = folder.partition("-")
+    try:
+        return int(sweep_of, 16), int(round_no)
+    except ValueError:
+        return -1, 0
 
 
 def _recorded_done(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:

@@ -1,8 +1,10 @@
 """A namespace under an S3 prefix (AWS or any S3-API server), through boto3.
 
 Why boto3: `DeleteObjects` answers per key, and GC must know exactly which keys failed (they are
-retried, then recorded, never counted as deleted); botocore's standard retry mode backs off on
-503 SlowDown, throttling and dropped connections; its transfer manager does multipart uploads.
+retried, then recorded, never counted as deleted); botocore's adaptive retry mode backs off on
+503 SlowDown, throttling and dropped connections, and paces a client's requests to what the store
+takes while it throttles; its transfer manager does multipart uploads. Keys a `DeleteObjects`
+answer reports as throttled are paced by the sweep itself (`engine.delete`).
 Listing and deleting run 1,000 keys a request in every client, so the client's own speed matters
 little next to the requests themselves, which GC spreads over the Spark executors.
 
@@ -78,7 +80,7 @@ def s3_client(settings: S3Settings) -> S3Client:
                 region_name=settings.region,
                 connect_timeout=5,
                 read_timeout=60,
-                retries={"mode": "standard", "max_attempts": settings.max_attempts},
+                retries={"mode": "adaptive", "max_attempts": settings.max_attempts},
                 max_pool_connections=32,
                 s3={"addressing_style": "path"} if settings.endpoint_url else None,
             )
