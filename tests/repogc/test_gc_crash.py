@@ -705,6 +705,7 @@ def recorded_deletes(ns: Path, run_id: str) -> list[str]:
     return [a for t in tables for a, ok in zip(*t.to_pydict().values(), strict=True) if ok]
 
 
+@pytest.mark.slow  # a GC process killed, then continued: the second CI step
 def test_a_sweep_killed_mid_way_is_continued_by_gc_sweep(lake, template, twin, spawn):
     """Killed halfway through its deletes, the run stays `sweeping`; `gc sweep RUN` goes on from its
     records: the namespace ends as the twin's, every candidate recorded gone, and only the batches
