@@ -356,9 +356,8 @@ def test_keys_the_store_throttles_slow_the_sweep_down_and_all_go_once_it_recover
     assert run["num_slowdowns"] >= 2, run  # the task saw the store throttle, and paced itself
     assert bucket.faults.delete_errors - errors_before == 5
     assert before - lake_data(lake) == set(expected_candidates(lake))
-    print(
-        f"throttled keys: {bucket.faults.delete_errors - errors_before} SlowDown answers, {run['num_slowdowns']} slowed requests"
-    )
+    answers = bucket.faults.delete_errors - errors_before
+    print(f"throttled keys: {answers} SlowDown answers, {run['num_slowdowns']} slowed requests")
     assert_live_intact(cli, lake)
 
 
