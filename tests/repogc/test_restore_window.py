@@ -94,6 +94,9 @@ def test_a_run_with_a_window_quarantines_reads_answer_410_and_restore_brings_the
     assert {k: v for k, v in snapshot(ns).items() if k in live_before} == live_before  # live objects untouched
     shown = cli("gc", "show", REPO, swept["run_id"]).stdout
     assert "quarantined" in shown and "restore window" in shown
+    one = old["logs/day-0"]
+    explained = cli("gc", "explain", REPO, "--address", one, "--min-age", "1h", "--json").json()
+    assert (explained["verdict"], explained["deleted_by"]) == ("deleted", swept["run_id"])
 
     restored = cli("gc", "restore", REPO, swept["run_id"], "--json").json()
     assert (restored["num_restored"], restored["num_missing"]) == (len(old), 0)
@@ -101,6 +104,8 @@ def test_a_run_with_a_window_quarantines_reads_answer_410_and_restore_brings_the
     assert quarantined(ns, swept["run_id"]) == set() and moved <= data(ns)
     record = cli("gc", "show", REPO, swept["run_id"], "--json").json()
     assert record["restored"][0]["num_restored"] == len(old) and record["restored"][0]["path"] is None
+    explained = cli("gc", "explain", REPO, "--address", one, "--min-age", "1h", "--json").json()
+    assert (explained["verdict"], explained["deleted_by"]) == ("collect", None)  # back, and garbage still
 
     again = run(cli).json()  # the restored objects are garbage still: the next run (clean) takes them again
     assert again["mode"] == "clean" and "restored" in again["mode_reason"]

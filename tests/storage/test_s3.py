@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import pickle
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -278,6 +279,29 @@ def test_gc_under_a_slowdown_storm_gives_the_same_result(cli: Cli, bucket: Bucke
     assert bucket.faults.slowdowns >= 20, bucket.faults
     print(f"slowdown storm: {bucket.faults.slowdowns} of {bucket.faults.requests} requests answered 503")
     bucket.faults.slowdown_every = 0
+    assert_live_intact(cli, lake)
+
+
+def test_a_restore_window_on_s3_copies_aside_restores_and_purges(cli: Cli, bucket: Bucket, spark):
+    """On S3 a quarantine is a server-side copy then a batched delete: the objects leave their
+    keys (reads answer 410), come back with `gc restore`, and a purge deletes only inside the
+    quarantine prefix."""
+    lake = build_lake(cli, bucket)
+    before = lake_data(lake)
+    garbage = set(expected_candidates(lake))
+    run = cli("gc", "run", REPO, "--min-age", "0s", "--quarantine", "2s", "--json").json()
+    assert run["state"] == "swept" and run["num_deleted"] == 4 and run["quarantine_until"]
+    folder = f"lake/_lakegc/quarantine/{run['run_id']}/"
+    assert {k.removeprefix(folder) for k in bucket.keys(folder)} == garbage
+    assert before - lake_data(lake) == garbage
+    one_error(cli("fs", "cat", f"{REPO}/{lake.commits['c1']}/a", ok=False), "gone (410)")
+    done = cli("gc", "restore", REPO, run["run_id"], "--path", "a", "--json").json()
+    assert done["num_restored"] == 1 and cli("fs", "cat", f"{REPO}/{lake.commits['c1']}/a").stdout == "A1 data"
+    assert bucket.keys(folder) == {folder + k for k in garbage - {lake.keys["A1"]}}
+    time.sleep(2.5)
+    purged = cli("gc", "purge", REPO, "--json").json()
+    assert purged["num_purged"] == 3 and bucket.keys(folder) == set()
+    assert lake_data(lake) == (before - garbage) | {lake.keys["A1"]}
     assert_live_intact(cli, lake)
 
 

@@ -330,8 +330,8 @@ def _sweep(
         run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
         run.num_revived = (run.num_revived if continued else 0) + swept.revived
         run.num_slowdowns += swept.deletes.slowdowns
-        if window:
-            run.quarantine_until = (utcnow() + timedelta(seconds=window)).isoformat()
+        if window:  # open (again): what this sweep moved waits its whole window
+            run.quarantine_until, run.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
         again = f"`lakegc gc sweep lakegc://{source.name} {run.run_id}`"
         if run.num_failed:
             raise SweepIncomplete(

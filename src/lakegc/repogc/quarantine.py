@@ -97,12 +97,12 @@ def purge_expired(
     spark: SparkSession, source: GcSource, log: MetastoreRunLog, now: datetime, phase: Phase = no_progress
 ) -> list[Purged]:
     """Delete the quarantines whose window has passed (the caller holds the repository's lease
-    and has checked the namespace). A run whose sweep is still going on keeps its quarantine. A
-    quarantine the store would not empty whole stays unpurged (`num_left`), for the next purge:
-    it never stops a GC run."""
+    and has checked the namespace, so no sweep is moving objects in meanwhile; a stopped sweep
+    that goes on later opens its window again). A quarantine the store would not empty whole
+    stays unpurged (`num_left`), for the next purge: it never stops a GC run."""
     done = []
     for run in sorted(log.list(), key=lambda r: r.run_id):
-        if not expired(run, now) or run.state is not RunState.SWEPT:
+        if not expired(run, now) or run.state not in (RunState.SWEPT, RunState.SWEEPING):
             continue
         phase("purging quarantine", f"run {run.run_id}, window ended {run.quarantine_until}")
         done.append(_purge(spark, source, log, run))
@@ -121,8 +121,12 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
         read_parquet(spark, storage, output_keys(storage, run.run_id, "deleted"), ddl(DELETES))
         .where("deleted")
         .dropDuplicates(["address"])
-        .select(F.concat(F.lit(folder), "address").alias("address"), "size", "mtime", "reason")
     )
+    restored_keys = output_keys(storage, run.run_id, "restored")
+    if restored_keys:  # back at their addresses: not in the quarantine, not counted as purged
+        back = read_parquet(spark, storage, restored_keys, ddl(_RESTORES)).where("restored").select("address")
+        moved = moved.join(back, "address", "left_anti")
+    moved = moved.select(F.concat(F.lit(folder), "address").alias("address"), "size", "mtime", "reason")
     how = Pacing(allowed=folder)
     prefix = run_prefix(run.run_id)
     tally = delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", how)
