@@ -703,6 +703,10 @@ class World(Lakeside, RandomOps):
             if p.is_file() and not p.name.startswith(".lakegc-tmp-")
         }
 
+    def sweep(self, marked: Run) -> Run:
+        """Sweep a mark-only run (test_many_histories.py sweeps in stops and continues)."""
+        return sweep_run(self.lake, "repo", marked.run_id, spark=self.spark)
+
     # -- one GC step --------------------------------------------------------------------------
     def gc_step(self, between: list[tuple] | None, tally: Counter) -> None:
         note(
@@ -762,7 +766,7 @@ class World(Lakeside, RandomOps):
                 | {a for a, expires in tokens.items() if expires > now}
             )
             revived = set(candidates) & referenced
-            real = sweep_run(self.lake, "repo", real.run_id, spark=self.spark)
+            real = self.sweep(real)
             assert {row["address"] for row in run_output(self.ns, real.run_id, "revived")} == revived
         assert (real.state, real.num_revived, real.num_failed) == ("swept", len(revived), 0)
         deleted = self.deleted(real)
