@@ -35,7 +35,16 @@ from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repogc import lease as lease_mod
 from lakegc.repogc.job import GcOptions, resolve_policies, run_gc, sweep_run
-from lakegc.repogc.lease import HEARTBEAT, INTERRUPTED, LEASE_TTL, Holder, Lease, LeaseLost, stale
+from lakegc.repogc.lease import (
+    HEARTBEAT,
+    INTERRUPTED,
+    INTERRUPTED_SWEEP,
+    LEASE_TTL,
+    Holder,
+    Lease,
+    LeaseLost,
+    stale,
+)
 from lakegc.repogc.outputs import output_keys, run_prefix
 from lakegc.retention.active import CommitNode, active_commits
 from lakegc.timeutil import utcnow
@@ -252,17 +261,17 @@ def test_stale_lease_is_taken_over_and_the_runs_it_left_are_closed(env, cli, spa
     runs = {r["run_id"]: r for r in cli("gc", "runs", REPO, "--json").json()}
     assert {k: r["state"] for k, r in runs.items()} == {
         done["run_id"]: "marked",
-        marking: "failed",
-        sweeping: "failed",
+        marking: "failed",  # a mark starts over in a new run
+        sweeping: "sweeping",  # a sweep can be continued (gc sweep): it stays, marked interrupted
         summary["run_id"]: "swept",
     }
-    for run_id in (marking, sweeping):
-        assert runs[run_id]["error"] == INTERRUPTED and INTERRUPTED.startswith("interrupted")
-        assert runs[run_id]["finished_at"] is not None
+    for run_id, state, error in ((marking, "failed", INTERRUPTED), (sweeping, "sweeping", INTERRUPTED_SWEEP)):
+        assert runs[run_id]["error"] == error and error.startswith("interrupted")
+        assert (runs[run_id]["finished_at"] is not None) == (state == "failed")
         written = json.loads(repo.storage.read(run_prefix(run_id) + "summary.json"))
-        assert (written["state"], written["error"]) == ("failed", INTERRUPTED)
+        assert (written["state"], written["error"]) == (state, error)
     assert runs[done["run_id"]]["error"] is None
-    one_error(cli("gc", "sweep", REPO, sweeping, ok=False), "failed", "only a marked run can be swept")
+    one_error(cli("gc", "sweep", REPO, marking, ok=False), "failed", "only a marked run, or one whose sweep stopped")
 
 
 REFUSALS = [

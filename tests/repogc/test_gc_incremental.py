@@ -577,13 +577,21 @@ class World(Lakeside, RandomOps):
     def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
         if self.writes >= MAX_OBJECTS:
             return
-        branch, path = branch or self.branch(b), PATHS[p % len(PATHS)]
+        branch, path = branch or self.branch(b), self.path(p)
         key = self.upload(branch, path, f"{branch}/{path}/{self.writes}".encode())
         self.writes += 1
         self.log.append(f"upload {branch}:{path} -> {key}")
 
+    def commits_made(self) -> int:
+        """Commits made so far (of this history: test_many_histories.py counts its own)."""
+        return len(self.commits)
+
+    def commit_choices(self) -> list[str]:
+        """The commits a branch or tag may start from (maybe an expired one: it revives)."""
+        return list(self.commits)
+
     def op_commit(self, b: int, p: int, hours_ago: int, as_staged: bool) -> None:
-        if len(self.commits) >= MAX_COMMITS:
+        if self.commits_made() >= MAX_COMMITS:
             return
         branch = self.branch(b)
         if not as_staged:
@@ -603,15 +611,16 @@ class World(Lakeside, RandomOps):
             self.log.append(f"rm {branch}:{path}")
 
     def op_branch(self, n: int, c: int) -> None:
-        name = NAMES[1:][n % (len(NAMES) - 1)]
+        name = self.prefix + NAMES[1:][n % (len(NAMES) - 1)]
         if name not in {b.name for b in self.repo.branches()}:
-            source = list(self.commits)[c % len(self.commits)]  # maybe an expired commit: it revives
+            choices = self.commit_choices()
+            source = choices[c % len(choices)]
             self.repo.create_branch(name, source)
             self.log.append(f"branch {name} from {source[:8]}")
 
     def op_merge(self, s: int, d: int, hours_ago: int) -> None:
         source, dest = self.branch(s), self.branch(d)
-        if source != dest and len(self.commits) < MAX_COMMITS:
+        if source != dest and self.commits_made() < MAX_COMMITS:
             commit = self.repo.merge(
                 source,
                 dest,
@@ -623,12 +632,13 @@ class World(Lakeside, RandomOps):
             self.log.append(f"merge {source} into {dest} dated {hours_ago}h ago -> {commit.id[:8]}")
 
     def op_tag(self, c: int) -> None:
-        commit = list(self.commits)[c % len(self.commits)]  # maybe an expired commit: it revives
-        tag = self.repo.create_tag(f"tag-{self.writes}-{len(self.log)}", commit)
+        choices = self.commit_choices()
+        commit = choices[c % len(choices)]
+        tag = self.repo.create_tag(f"{self.prefix}tag-{self.writes}-{len(self.log)}", commit)
         self.log.append(f"tag {tag.name} at {commit[:8]}")
 
     def op_untag(self, t: int) -> None:
-        tags = sorted(tag.name for tag in self.repo.tags())
+        tags = sorted(tag.name for tag in self.repo.tags() if tag.name.startswith(self.prefix))
         if tags:
             self.repo.delete_tag(tags[t % len(tags)])
             self.log.append(f"untag {tags[t % len(tags)]}")
@@ -638,7 +648,7 @@ class World(Lakeside, RandomOps):
         now or later (any time before the token expires), then links it or not; or never writes."""
         if self.writes >= MAX_OBJECTS:
             return
-        branch, path = self.branch(b), PATHS[p % len(PATHS)]
+        branch, path = self.branch(b), self.path(p)
         claims = self.repo.get_physical_address(branch, path, ttl=TTLS[ttl])
         self.writes += 1
         self.log.append(f"token {how} ttl {TTLS[ttl]} {branch}:{path} -> {claims.address}")
@@ -675,7 +685,8 @@ class World(Lakeside, RandomOps):
         """An upload abandoned before it was staged (into the current slice), or a file in the root."""
         if self.writes >= MAX_OBJECTS:
             return
-        key = f"data/{self.repo._current_slice()}/stray-{self.writes}" if where == "slice" else f"stray-{n % 3}"
+        name = f"{self.prefix}stray-{self.writes}" if where == "slice" else f"{self.prefix}stray-{n % 3}"
+        key = f"data/{self.repo._current_slice()}/{name}" if where == "slice" else name
         self.repo.storage.write(key, b"stray")
         self.touch(key)
         self.writes += 1

@@ -231,10 +231,14 @@ class RandomOps:
     commits: dict[str, model.Commit]
     log: list[str]
     paths: ClassVar[list[str]]
+    prefix: str = ""  # a history's own names start with it (test_many_histories.py: many to a repository)
 
     def branch(self, i: int) -> str:
-        names = [b.name for b in self.repo.branches()]
+        names = [b.name for b in self.repo.branches() if b.name.startswith(self.prefix)]
         return names[i % len(names)]
+
+    def path(self, p: int) -> str:
+        return self.prefix + self.paths[p % len(self.paths)]
 
     def record(self, commit) -> None:
         self.commits[commit.id] = model.Commit(tuple(commit.parents), commit.creation_date)
@@ -253,7 +257,7 @@ class RandomOps:
 
     def op_delete(self, b: int) -> None:
         branch = self.branch(b)
-        if branch != "main":
+        if branch != self.prefix + "main":
             self.repo.delete_branch(branch)
             self.log.append(f"delete {branch}")
 
@@ -261,7 +265,7 @@ class RandomOps:
         source, dest = self.branch(sb), self.branch(db)
         paths = [e.path for e in self.repo.list(source)]
         if paths:
-            path, dest_path = paths[sp % len(paths)], self.paths[dp % len(self.paths)]
+            path, dest_path = paths[sp % len(paths)], self.path(dp)
             self.repo.copy(source, path, dest, dest_path)
             self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
 

@@ -43,13 +43,8 @@ import support.gc_model as model
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from test_gc_incremental import (
-    MAX_COMMITS,
-    MAX_OBJECTS,
-    NAMES,
     NOT_VACUOUS,
-    PATHS,
     POLICIES,
-    TTLS,
     Clock,
     World,
     clock,  # noqa: F401  (the fixture)
@@ -94,7 +89,6 @@ class Batch(World):
     """One repository holding many histories; the ops of test_gc_incremental.World act on the
     history `prefix` names."""
 
-    prefix: str = "h0-"
     writes_of: Counter = field(default_factory=Counter)
     own: dict[str, list[str]] = field(default_factory=dict)  # prefix -> its commits, in order
     stop_after: int | None = None  # a mark-only run's sweep stops after this many deletes, then continues
@@ -115,92 +109,16 @@ class Batch(World):
         """An op of one history, as `gc_step` applies the changes between a mark and its sweep."""
         self.in_history(prefix, op)
 
-    # -- names ---------------------------------------------------------------------------------
-    def branch(self, i: int) -> str:
-        names = sorted(b.name for b in self.repo.branches() if b.name.startswith(self.prefix))
-        return names[i % len(names)]
-
+    # -- what is this history's own ------------------------------------------------------------
     def record(self, commit) -> None:  # type: ignore[no-untyped-def]
         super().record(commit)
         self.own.setdefault(self.prefix, []).append(commit.id)
 
-    def path(self, p: int) -> str:
-        return self.prefix + PATHS[p % len(PATHS)]
+    def commits_made(self) -> int:
+        return len(self.own[self.prefix]) - 1  # the root commit is everyone's
 
-    # -- ops that name things: each history's own ------------------------------------------------
-    def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
-        if self.writes >= MAX_OBJECTS:
-            return
-        branch, path = branch or self.branch(b), self.path(p)
-        key = self.upload(branch, path, f"{branch}/{path}/{self.writes}".encode())
-        self.writes += 1
-        self.log.append(f"upload {branch}:{path} -> {key}")
-
-    def op_commit(self, b: int, p: int, hours_ago: int, as_staged: bool) -> None:
-        if len(self.own[self.prefix]) > MAX_COMMITS:
-            return
-        super().op_commit(b, p, hours_ago, as_staged)
-
-    def op_merge(self, s: int, d: int, hours_ago: int) -> None:
-        if len(self.own[self.prefix]) > MAX_COMMITS:
-            return
-        super().op_merge(s, d, hours_ago)
-
-    def op_branch(self, n: int, c: int) -> None:
-        name = self.prefix + NAMES[1:][n % (len(NAMES) - 1)]
-        if name not in {b.name for b in self.repo.branches()}:
-            commits = self.own[self.prefix]
-            source = commits[c % len(commits)]  # maybe an expired commit: it revives
-            self.repo.create_branch(name, source)
-            self.log.append(f"branch {name} from {source[:8]}")
-
-    def op_delete(self, b: int) -> None:
-        branch = self.branch(b)
-        if branch != self.prefix + "main":
-            self.repo.delete_branch(branch)
-            self.log.append(f"delete {branch}")
-
-    def op_tag(self, c: int) -> None:
-        commits = self.own[self.prefix]
-        commit = commits[c % len(commits)]
-        tag = self.repo.create_tag(f"{self.prefix}tag-{self.writes}-{len(self.log)}", commit)
-        self.log.append(f"tag {tag.name} at {commit[:8]}")
-
-    def op_untag(self, t: int) -> None:
-        tags = sorted(tag.name for tag in self.repo.tags() if tag.name.startswith(self.prefix))
-        if tags:
-            self.repo.delete_tag(tags[t % len(tags)])
-            self.log.append(f"untag {tags[t % len(tags)]}")
-
-    def op_token(self, b: int, p: int, ttl: int, how: str) -> None:
-        if self.writes >= MAX_OBJECTS:
-            return
-        branch, path = self.branch(b), self.path(p)
-        claims = self.repo.get_physical_address(branch, path, ttl=TTLS[ttl])
-        self.writes += 1
-        self.log.append(f"token {how} ttl {TTLS[ttl]} {branch}:{path} -> {claims.address}")
-        if how in ("later", "later-link"):
-            self.pending.append((claims, how == "later-link"))
-        elif how != "never":
-            self.write_token(claims, link=how == "link")
-
-    def op_copy(self, sb: int, sp: int, db: int, dp: int) -> None:
-        source, dest = self.branch(sb), self.branch(db)
-        paths = [e.path for e in self.repo.list(source)]
-        if paths:
-            path, dest_path = paths[sp % len(paths)], self.path(dp)
-            self.repo.copy(source, path, dest, dest_path)
-            self.log.append(f"copy {source}:{path} -> {dest}:{dest_path}")
-
-    def op_stray(self, n: int, where: str) -> None:
-        if self.writes >= MAX_OBJECTS:
-            return
-        name = f"{self.prefix}stray-{self.writes}" if where == "slice" else f"{self.prefix}stray-{n % 3}"
-        key = f"data/{self.repo._current_slice()}/{name}" if where == "slice" else name
-        self.repo.storage.write(key, b"stray")
-        self.touch(key)
-        self.writes += 1
-        self.log.append(f"stray {key}")
+    def commit_choices(self) -> list[str]:
+        return self.own[self.prefix]
 
     # -- a sweep that stops and goes on ---------------------------------------------------------
     def sweep(self, marked: Run) -> Run:

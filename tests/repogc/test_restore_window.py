@@ -1,5 +1,5 @@
-"""The restore window and delete budgets (docs/safety.md, "Restore window"; CLI.md "Restore window
-and budgets"), through the CLI on a real lake and local Spark.
+"""The restore window and delete budgets (docs/safety.md, "The restore window"; docs/cli.md,
+`gc restore`, `gc purge`, `--max-deletes`), through the CLI on a real lake and local Spark.
 
 A repository whose main branch overwrote `tables/orders/part-N` and `logs/day-N` long ago holds
 expired versions; with `quarantine_days` a run moves them into its quarantine, where reads answer

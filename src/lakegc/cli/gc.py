@@ -28,7 +28,6 @@ MASTER = typer.Option(None, "--master", help="Spark master URL (default: the set
 CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
 LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
-SHOWN_FAILURES = 20  # objects `gc show` names that a sweep could not delete
 MAX_DELETES = typer.Option(
     None, "--max-deletes", metavar="N", min=0, help="Stop after N objects; `gc sweep` continues the run later."
 )
@@ -406,18 +405,14 @@ def show(
         folder = run_folder(state(ctx).lake.repository(name).storage, found.run_id)
         show_report(folder, found)
         return
-    failed = api.failures(name, found.run_id, metastore=state(ctx).lake, limit=SHOWN_FAILURES)
-    if as_json:
-        output.emit_json({**found.to_json(), "failed": [{"address": a, "error": e} for a, e in failed]})
-        return
     print_run(found, as_json)
-    if failed:
-        more = found.num_failed - len(failed)
+    if found.failed and not as_json:
+        more = found.num_failed - len(found.failed)
         output.table(
             "ADDRESS",
             "ERROR",
-            rows=[[a, e] for a, e in failed],
-            title=f"Not deleted: {found.num_failed}" + (f" (the first {len(failed)} shown)" if more > 0 else ""),
+            rows=[[f["address"], f["error"]] for f in found.failed],
+            title=f"Not deleted: {found.num_failed}" + (f" (the first {len(found.failed)} shown)" if more > 0 else ""),
         )
 
 

@@ -139,10 +139,12 @@ def delete_recorded(
             if result.num_rows == 0:
                 continue
             tally = deletion_tally(result).to_pylist()[0]
+            later = pc.fill_null(pc.starts_with(result.column("error"), DEFERRED), False)
+            done = result.filter(pc.invert(later))  # a batch the deadline cut holds both
+            if done.num_rows:
+                store_batches(storage, f"{prefix}/batch-{uuid.uuid4().hex}.parquet", [done], DELETES)
             if tally["deferred"]:
-                deferred.append(result)
-            else:
-                store_batches(storage, f"{prefix}/batch-{uuid.uuid4().hex}.parquet", [result], DELETES)
+                deferred.append(result.filter(later))
             for name, value in tally.items():
                 sums[name] += value
         sums["stopped"], sums["slowdowns"] = pace.stopped, pace.slowdowns

@@ -144,6 +144,7 @@ class Run:
     purged_at: str | None = None  # when the quarantine was purged (its objects are gone for good)
     restored: list[dict[str, Any]] = field(default_factory=list)  # each restore: {at, path, num_restored}
     num_stopped: int = 0  # candidates a --max-deletes budget left for a later `gc sweep`
+    failed: list[dict[str, Any]] = field(default_factory=list)  # the first objects num_failed counts: {address, error}
     num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
 
     @property
@@ -200,6 +201,7 @@ _REPOSITORY_ONLY = {
     "purged_at",
     "restored",
     "num_stopped",
+    "failed",
 }
 _CONNECTOR_ONLY = {"settings", "details"}
 

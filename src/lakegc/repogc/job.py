@@ -29,7 +29,7 @@ from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTP
 from lakegc.repogc.quarantine import Purged, Restored, expired, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
-from lakegc.repogc.sweep import Budget, sweep
+from lakegc.repogc.sweep import Budget, failures, sweep
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from lakegc.engine.spark import SessionStart
 
 DEFAULT_MIN_AGE = timedelta(hours=24)
+SHOWN_FAILURES = 20  # objects a run's record names that its last sweep could not delete
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,10 @@ def _sweep(
         timed.stop()
         run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
         run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
+        run.failed = [
+            {"address": a, "error": e}
+            for a, e in failures(source.storage, run.run_id, SHOWN_FAILURES if run.num_failed else 0)
+        ]
         run.num_revived = (run.num_revived if continued else 0) + swept.revived
         run.num_slowdowns += swept.deletes.slowdowns
         if window:  # open (again): what this sweep moved waits its whole window

@@ -145,7 +145,7 @@ def failures(storage: Storage, run_id: str, limit: int) -> list[tuple[str, str]]
     """The first `limit` objects the run's newest sweep tried and could not delete, with the
     store's error: its records are `deleted/<sweep>-<round>/`, a later sweep's sorting after."""
     keys = output_keys(storage, run_id, "deleted")
-    if not keys:
+    if not keys or limit <= 0:
         return []
     folder = lambda key: key.rsplit("/", 2)[-2]  # noqa: E731
     sweep_of = folder(max(keys, key=lambda k: _attempt_order(folder(k)))).split("-")[0]
