@@ -102,9 +102,12 @@ def run_gc(
     window = quarantine_window(source, options.quarantine)
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
-        if not options.dry_run:
+        if not options.dry_run and any(expired(run, now) for run in log.list()):
             spark = spark or starting.result()  # type: ignore[union-attr]
-            purge_expired(spark, source, log, now, phase)
+            try:
+                purge_expired(spark, source, log, now, phase)
+            except LakegcError as exc:  # a purge that fails is tried again by the next run: it never stops this one
+                phase("purging quarantine failed; the next run tries again", str(exc))
         chosen = plan_run(log, source, options, policies)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
