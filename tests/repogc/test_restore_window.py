@@ -153,6 +153,24 @@ def test_every_gc_run_purges_expired_quarantines_first(cli: Cli, lake, put) -> N
     assert cli("gc", "show", REPO, first["run_id"], "--json").json()["purged_at"] is not None
 
 
+def test_a_purge_that_fails_never_stops_a_gc_run_and_leaves_the_quarantine_for_the_next(cli: Cli, lake) -> None:
+    ns = lake["ns"]
+    first = run(cli, "--quarantine", "1s").json()
+    records = ns / "_lakegc" / "gc" / first["run_id"] / "deleted"
+    saved = {p: p.read_bytes() for p in records.rglob("*.parquet")}
+    for part in saved:
+        part.write_bytes(b"not parquet")  # the purge cannot read what the run moved
+    time.sleep(1.5)
+    second = cli("gc", "run", REPO, "--min-age", "1h", "--json")
+    assert second.json()["state"] == "swept" and "purging quarantine failed" in second.stderr
+    assert quarantined(ns, first["run_id"]) == {key(a) for a in lake["old"].values()}  # kept, whole
+    assert cli("gc", "show", REPO, first["run_id"], "--json").json()["purged_at"] is None
+    for part, data in saved.items():
+        part.write_bytes(data)
+    assert cli("gc", "purge", REPO, "--json").json()["num_purged"] == len(lake["old"])
+    assert quarantined(ns, first["run_id"]) == set()
+
+
 def test_a_window_of_zero_deletes_at_once_and_restore_says_there_is_nothing(cli: Cli, lake) -> None:
     swept = run(cli, "--quarantine", "0s").json()
     assert swept["quarantine_until"] is None and swept["num_deleted"] == len(lake["old"])

@@ -19,6 +19,7 @@ from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
+from lakegc.failures import cause
 from lakegc.repo.gc_source import GcSource
 from lakegc.repo.repository import Lake
 from lakegc.repogc.incremental import Plan, plan
@@ -106,8 +107,8 @@ def run_gc(
             spark = spark or starting.result()  # type: ignore[union-attr]
             try:
                 purge_expired(spark, source, log, now, phase)
-            except LakegcError as exc:  # a purge that fails is tried again by the next run: it never stops this one
-                phase("purging quarantine failed; the next run tries again", str(exc))
+            except Exception as exc:  # noqa: BLE001 - a purge that fails is tried again by the next run: it never stops this one
+                phase("purging quarantine failed; the next run tries again", cause(exc))
         chosen = plan_run(log, source, options, policies)
         spark = spark or starting.result()  # type: ignore[union-attr]
         listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
