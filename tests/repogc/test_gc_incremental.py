@@ -572,6 +572,7 @@ class World(Lakeside, RandomOps):
     noted: int = 0
     settled_files: dict[str, set[str]] = field(default_factory=dict)  # slice -> its files once settled
     last_run: Run | None = None
+    rules_changed: bool = False  # the policy changed since the last run (test_many_histories.py changes it)
 
     # -- changes ------------------------------------------------------------------------------
     def op_upload(self, b: int, p: int, branch: str | None = None) -> None:
@@ -636,6 +637,17 @@ class World(Lakeside, RandomOps):
         commit = choices[c % len(choices)]
         tag = self.repo.create_tag(f"{self.prefix}tag-{self.writes}-{len(self.log)}", commit)
         self.log.append(f"tag {tag.name} at {commit[:8]}")
+
+    def op_revert(self, b: int, c: int) -> None:
+        """A commit on a branch undoing what an earlier commit changed (maybe one of another
+        branch's, or an expired one: its parent's entries come back)."""
+        if self.commits_made() >= MAX_COMMITS:
+            return
+        branch, choices = self.branch(b), self.commit_choices()
+        target = choices[c % len(choices)]
+        commit = self.repo.revert(branch, target, date=self.clock.now)
+        self.record(commit)
+        self.log.append(f"revert {target[:8]} on {branch} -> {commit.id[:8]}")
 
     def op_untag(self, t: int) -> None:
         tags = sorted(tag.name for tag in self.repo.tags() if tag.name.startswith(self.prefix))
@@ -743,6 +755,9 @@ class World(Lakeside, RandomOps):
         if base is None:
             assert mode(real) == ("clean", "no previous run to build on", None)
             base_settled: set[str] = set()
+        elif self.rules_changed:  # a policy changed since the base: the run starts over, and says why
+            assert mode(real) == ("clean", f"retention rules changed since run {base.run_id}", None)
+            base_settled = set()
         else:
             assert mode(real) == ("incremental", f"builds on run {base.run_id}", base.run_id)
             base_settled = self.settled_by(base)
@@ -787,7 +802,7 @@ class World(Lakeside, RandomOps):
 
         for name in self.settled_by(real) - set(self.settled_files):
             self.settled_files[name] = self.slice_files(name)
-        self.last_run = real
+        self.last_run, self.rules_changed = real, False
         self.clock.advance(timedelta(seconds=1))  # the next run starts later (run ids sort by start)
 
         incremental = real.mode == "incremental"
@@ -864,6 +879,7 @@ ARGUMENTS = {
     "copy": st.tuples(idx, idx, idx, idx),
     "tag": st.tuples(idx),
     "untag": st.tuples(idx),
+    "revert": st.tuples(idx, idx),  # branch, the commit to undo
     "token": st.tuples(
         idx,
         idx,
@@ -880,7 +896,7 @@ KINDS = (
     + ["token"] * 2
     + ["late"] * 2
     + ["reset"] * 2
-    + ["tick", "merge", "rm", "branch", "delete", "copy", "tag", "untag", "stray"]
+    + ["tick", "merge", "rm", "branch", "delete", "copy", "tag", "untag", "stray", "revert"]
 )
 operations = st.sampled_from(KINDS).flatmap(lambda kind: ARGUMENTS[kind].map(lambda args: (kind, *args)))
 # between a mark and its sweep: mostly changes that may revive a candidate

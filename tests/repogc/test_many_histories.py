@@ -13,9 +13,10 @@ in the batch.
 
 What a batch draws, from the strategies of test_gc_incremental.py:
 - one policy and one min-age (per-branch policies are written for every history's branches);
-- GC steps, each with random changes to every history (uploads, commits, merges, resets, reverts
-  through commits of old trees, branches and branch deletes, tags, tokens, late writes, copies,
-  stray files, clock ticks) and then a run;
+- GC steps, each with random changes to every history (uploads, commits, merges, resets, reverts,
+  branches and branch deletes, tags, tokens, late writes, copies, stray files, clock ticks) and
+  then a run;
+- now and then new rules before a step's run (another policy: the run must say it starts clean);
 - now and then a mark-only run with refs made between its mark and its sweep (branches and tags on
   old commits, copies, uploads: concurrent ref creation). That sweep is stopped by a `max_deletes`
   budget and continued by `gc sweep`: the stopped and continued sweep path.
@@ -94,6 +95,15 @@ class Batch(World):
     stop_after: int | None = None  # a mark-only run's sweep stops after this many deletes, then continues
     stopped: int = 0
 
+    def use_policy(self, name: str, prefixes: list[str], min_age: timedelta) -> None:
+        """Rules or cutoffs for every history's branches, stored or given to each run."""
+        options, rules, retention = prefixed_policy(name, prefixes)
+        self.options, self.retention = replace(options, min_age=min_age), retention
+        if rules is not None:
+            self.repo.set_gc_rules(GcRules.model_validate(rules))
+        else:
+            self.repo.delete_gc_rules()
+
     def start(self, prefixes: list[str]) -> None:
         root = self.repo.resolve("main")[0]
         for prefix in prefixes:
@@ -134,7 +144,11 @@ class Batch(World):
 # A batch: its policy and min-age, then GC steps of (changes to each history, hours, and for a
 # mark-only run the changes to each history between its mark and its sweep).
 def batch_steps(histories: int) -> st.SearchStrategy:
-    one_step = st.tuples(st.lists(gc_steps, min_size=histories, max_size=histories), st.sampled_from([0, 1, 2, 25]))
+    one_step = st.tuples(
+        st.lists(gc_steps, min_size=histories, max_size=histories),
+        st.sampled_from([0, 1, 2, 25]),
+        st.one_of(st.none(), st.none(), st.sampled_from(sorted(POLICIES))),  # now and then, new rules
+    )
     return st.lists(one_step, min_size=2, max_size=4)
 
 
@@ -154,12 +168,9 @@ def check_batch(
     root = Path(tempfile.mkdtemp(prefix="lakegc-many-"))
     try:
         prefixes = [f"h{k}-" for k in range(len(first))]
-        options, rules, retention = prefixed_policy(policy, prefixes)
         w = Batch.create(root, fake, spark)
-        w.options = replace(options, min_age=timedelta(minutes=min_age_minutes))
-        w.retention, w.stop_after = retention, stop_after
-        if rules is not None:
-            w.repo.set_gc_rules(GcRules.model_validate(rules))
+        w.stop_after = stop_after
+        w.use_policy(policy, prefixes, timedelta(minutes=min_age_minutes))
         w.record(w.repo.resolve("main")[0])
         w.start(prefixes)
         note(f"policy {policy}, min-age {min_age_minutes} min, sweeps stop after {stop_after}")
@@ -168,18 +179,24 @@ def check_batch(
                 w.in_history(prefix, op)
         fake.advance(timedelta(hours=1))
         w.gc_step(None, tally)
-        for per_history, hours in steps:
+        for per_history, hours, new_policy in steps:
             between = [b for _, _, b in per_history]
             mark_only = any(b is not None for b in between)
             for prefix, (ops, _, _) in zip(prefixes, per_history, strict=True):
                 for op in ops:
                     w.in_history(prefix, op)
             fake.advance(hours * timedelta(hours=1))
+            if new_policy is not None and new_policy != policy:
+                note(f"-- rules changed: {policy} -> {new_policy}")
+                w.use_policy(new_policy, prefixes, w.options.min_age)
+                policy, w.rules_changed = new_policy, True
+                tally["rule changes"] += 1
             changes = [("in", prefix, op) for prefix, ops in zip(prefixes, between, strict=True) for op in ops or ()]
             w.gc_step(changes if mark_only else None, tally)
         tally["histories"] += len(prefixes)
         tally["batches"] += 1
         tally["sweeps stopped and continued"] += w.stopped
+        tally["reverts"] += sum(line.startswith("revert ") for line in w.log)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -221,4 +238,4 @@ def test_five_thousand_histories_delete_exactly_what_the_model_expects(spark, cl
     wanted = int(os.environ.get("LAKEGC_HISTORIES", 5_000))
     tally = run_histories(spark, clock, wanted)
     assert tally["histories"] >= wanted
-    assert set(tally) >= NOT_VACUOUS, tally
+    assert set(tally) >= NOT_VACUOUS | {"rule changes", "reverts", "sweeps stopped and continued"}, tally
