@@ -171,6 +171,34 @@ def test_a_purge_that_fails_never_stops_a_gc_run_and_leaves_the_quarantine_for_t
     assert quarantined(ns, first["run_id"]) == set()
 
 
+def test_a_sweep_that_fails_after_moving_keeps_its_window_restore_and_purge(
+    cli: Cli, lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window opens before the first move: objects a failed sweep moved can be restored, and
+    are purged once it passes (not stranded in a quarantine no purge looks at)."""
+    import lakegc.repogc.job as job
+
+    real_sweep = job.sweep
+
+    def moves_then_fails(*args: Any, **kwargs: Any) -> Any:
+        real_sweep(*args, **kwargs)
+        raise RuntimeError("the driver failed after the moves")
+
+    monkeypatch.setattr(job, "sweep", moves_then_fails)
+    failed = run(cli, "--quarantine", "2s", ok=False)
+    assert failed.exit_code == 1
+    monkeypatch.setattr(job, "sweep", real_sweep)
+    record = cli("gc", "runs", REPO, "--json").json()[0]
+    assert record["state"] == "failed" and record["quarantine_until"] is not None
+    moved = {key(a) for a in lake["old"].values()}
+    assert quarantined(lake["ns"], record["run_id"]) == moved
+    done = cli("gc", "restore", REPO, record["run_id"], "--path", "logs/**", "--json").json()
+    assert done["num_restored"] == N
+    time.sleep(2.5)
+    assert cli("gc", "purge", REPO, "--json").json()["num_purged"] == N
+    assert quarantined(lake["ns"], record["run_id"]) == set()
+
+
 def test_a_window_of_zero_deletes_at_once_and_restore_says_there_is_nothing(cli: Cli, lake) -> None:
     swept = run(cli, "--quarantine", "0s").json()
     assert swept["quarantine_until"] is None and swept["num_deleted"] == len(lake["old"])

@@ -72,12 +72,10 @@ def delete_objects(
     storage: Storage,
     to_delete: DataFrame,
     deadline: float = float("inf"),
-    quarantine: str | None = None,
 ) -> DataFrame:
-    """Delete the objects of `to_delete` (CANDIDATES rows) on the executors: one DELETES row each.
-    With `quarantine` (a folder under `_lakegc/`), move each object to its key under that folder
-    instead: out of its address all the same, and back with a restore until a purge."""
-    how = Pacing(deadline=deadline, quarantine=quarantine)
+    """Delete the objects of `to_delete` (CANDIDATES rows) on the executors: one DELETES row each
+    (the connectors' deletes; a repository sweep records each batch as it goes, `delete_recorded`)."""
+    how = Pacing(deadline=deadline)
     return _by_folder(spark, to_delete).mapInArrow(lambda batches: _delete(storage, batches, how), ddl(DELETES))
 
 

@@ -27,7 +27,7 @@ from lakegc.repogc.inventory_format import load_inventory
 from lakegc.repogc.lease import LEASE_TTL, Lease
 from lakegc.repogc.mark import mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
-from lakegc.repogc.quarantine import Purged, Restored, expired, purge_expired, restore
+from lakegc.repogc.quarantine import Purged, Restored, due_for_purge, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
 from lakegc.repogc.sweep import Budget, failures, sweep
@@ -103,10 +103,11 @@ def run_gc(
     window = quarantine_window(source, options.quarantine)
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
-        if not options.dry_run and any(expired(run, now) for run in log.list()):
+        due = [] if options.dry_run else due_for_purge(log.list(), now)
+        if due:
             spark = spark or starting.result()  # type: ignore[union-attr]
             try:
-                purge_expired(spark, source, log, now, phase)
+                purge_expired(spark, source, log, due, phase)
             except Exception as exc:  # noqa: BLE001 - a purge that fails is tried again by the next run: it never stops this one
                 phase("purging quarantine failed; the next run tries again", cause(exc))
         chosen = plan_run(log, source, options, policies)
@@ -273,11 +274,11 @@ def purge_quarantines(
     check_namespace(source)
     with Lease(lake.metastore, name, "purge") as lease:
         _took_over(log, source, lease)
-        now = utcnow()
-        if not any(expired(run, now) for run in log.list()):
+        due = due_for_purge(log.list(), utcnow())
+        if not due:
             return []
         spark = spark or _start_spark(GcOptions(master=master, conf=conf or {})).result()
-        done = purge_expired(spark, source, log, now, phase)
+        done = purge_expired(spark, source, log, due, phase)
     stuck = [p for p in done if p.num_left]
     if stuck:
         raise LakegcError(
@@ -302,6 +303,8 @@ def _sweep(
     policies = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
     window = params.get("quarantine_seconds")
     continued = run.state is RunState.SWEEPING
+    if window:  # opened before the first move: a sweep that stops or fails has moved objects under a window
+        run.quarantine_until, run.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
     if continued:
         run.error = None
         recorder.update(run)

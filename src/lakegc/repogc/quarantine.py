@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,13 +55,7 @@ class Purged:
     num_left: int = 0  # still in the quarantine (the store refused): the next purge tries again
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "num_purged": self.num_purged,
-            "bytes_purged": self.bytes_purged,
-            "quarantine_until": self.quarantine_until,
-            "num_left": self.num_left,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -75,35 +69,37 @@ class Restored:
     missing: tuple[str, ...]  # the first few addresses that could not be restored
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "num_restored": self.num_restored,
-            "bytes_restored": self.bytes_restored,
-            "num_missing": self.num_missing,
-            "missing": list(self.missing),
-        }
+        return {**asdict(self), "missing": list(self.missing)}
+
+
+MOVED_BY = (RunState.SWEEPING, RunState.SWEPT, RunState.FAILED)  # states of a run that may have moved objects
 
 
 def expired(run: Run, now: datetime) -> bool:
-    """Is the run's restore window over, and its quarantine not purged yet?"""
+    """Is the run's restore window over, and its quarantine not purged yet? A run whose sweep
+    stopped or failed has one too: its window opened before its first move."""
     return (
-        run.quarantine_until is not None
+        run.state in MOVED_BY
+        and run.quarantine_until is not None
         and run.purged_at is None
         and datetime.fromisoformat(run.quarantine_until) <= now
     )
 
 
+def due_for_purge(runs: list[Run], now: datetime) -> list[Run]:
+    """The runs whose quarantine a purge at `now` deletes, oldest first."""
+    return sorted((run for run in runs if expired(run, now)), key=lambda r: r.run_id)
+
+
 def purge_expired(
-    spark: SparkSession, source: GcSource, log: MetastoreRunLog, now: datetime, phase: Phase = no_progress
+    spark: SparkSession, source: GcSource, log: MetastoreRunLog, due: list[Run], phase: Phase = no_progress
 ) -> list[Purged]:
-    """Delete the quarantines whose window has passed (the caller holds the repository's lease
-    and has checked the namespace, so no sweep is moving objects in meanwhile; a stopped sweep
-    that goes on later opens its window again). A quarantine the store would not empty whole
-    stays unpurged (`num_left`), for the next purge: it never stops a GC run."""
+    """Delete the quarantines of the runs `due_for_purge` chose (the caller holds the repository's
+    lease and has checked the namespace, so no sweep is moving objects in meanwhile; a stopped
+    sweep that goes on later opens its window again). A quarantine the store would not empty
+    whole stays unpurged (`num_left`), for the next purge: it never stops a GC run."""
     done = []
-    for run in sorted(log.list(), key=lambda r: r.run_id):
-        if not expired(run, now) or run.state not in (RunState.SWEPT, RunState.SWEEPING):
-            continue
+    for run in due:
         phase("purging quarantine", f"run {run.run_id}, window ended {run.quarantine_until}")
         done.append(_purge(spark, source, log, run))
     return done
@@ -159,7 +155,7 @@ def restore(
     an object that is not in the quarantine any more is gone, and so is the whole quarantine once
     purged: both are errors that name what is gone (the rest is restored all the same)."""
     run, _ = log.get(run_id)
-    if run.state not in (RunState.SWEEPING, RunState.SWEPT) or run.dry_run:
+    if run.state not in MOVED_BY or run.dry_run:
         raise InvalidArgument(f"run {run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing")
     if run.quarantine_until is None:
         raise InvalidArgument(f"run {run_id} deleted what it collected (it had no restore window): nothing to restore")
@@ -244,9 +240,7 @@ def _restore_batch(storage: Storage, folder: str, rows: list[dict[str, Any]]) ->
 def _matcher(glob: str) -> Any:
     """A glob as path rules read it (gitignore-style), for repository paths and addresses."""
     try:
-        pattern = re.compile(glob_regex(glob), re.S)
-    except InvalidArgument:
-        raise
+        pattern = re.compile(glob_regex(glob), re.S)  # a glob that is not one: InvalidArgument from glob_regex
     except re.error as exc:
         raise InvalidArgument(f"invalid --path glob {glob!r}: {exc}") from None
     return lambda text: pattern.fullmatch(text) is not None

@@ -90,7 +90,8 @@ def sweep(
     prefix = run_prefix(run_id)
     attempt = f"{time.time_ns():x}"  # this sweep's own names: an earlier sweep's records stay as they are
     done = _recorded_done(spark, storage, run_id)
-    if storage.exists(prefix + JUDGED):
+    judged_before = storage.exists(prefix + JUDGED)
+    if judged_before:
         pending = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), ddl(CANDIDATES))
         to_delete_folder = f"{prefix}pending/{attempt}"
     else:  # the first sweep, or one killed before its list was complete (and so before any delete)
@@ -119,7 +120,7 @@ def sweep(
     folders = {"revived": f"{prefix}revived", "to_delete": to_delete_folder}
     written = write_groups(judged, storage, folders.__getitem__, "output")  # one pass, both
     revived = sum(part.rows for part in written.get("revived", []))
-    if not storage.exists(prefix + JUDGED):
+    if not judged_before:
         storage.write(prefix + JUDGED, json.dumps({"revived": revived}).encode())
     remaining = read_parquet(spark, storage, [part.key for part in written.get("to_delete", [])], ddl(CANDIDATES))
     totals = DeleteTally()
