@@ -19,7 +19,7 @@ and conf default to the settings file's, then local mode. A run's progress can b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -64,6 +64,8 @@ __all__ = [
     "connector_run",
     "connector_runs",
     "delete_rules",
+    "delta_files",
+    "delta_gc",
     "explain",
     "failures",
     "gc",
@@ -499,6 +501,53 @@ def _connector_log(kind: str, runs_location: str | None) -> FolderRunLog:
     from lakegc.connectors.runs import default_runs_location
 
     return FolderRunLog(runs_location or default_runs_location(), kind)
+
+
+def delta_gc(
+    location: str,
+    *,
+    retention: Duration | None = None,
+    keep_versions: Iterable[int] = (),
+    force: bool = False,
+    dry_run: bool = False,
+    runs_location: str | None = None,
+    metastore: str | None = None,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    progress: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
+    """VACUUM (full) the Delta table at `location` (a folder or s3:// prefix), deciding as delta-rs's
+    `vacuum(full=True)` does: expired removes and unreferenced files older than `retention`
+    (default: the table's delta.deletedFileRetentionDuration, or 7 days; shorter only with
+    `force`), keeping the files of `keep_versions` too."""
+    from lakegc.connectors.delta.gc import DeltaGcOptions, run_delta_gc
+
+    settings = load_settings()
+    options = DeltaGcOptions(
+        duration(retention) if retention is not None else None,
+        tuple(keep_versions),
+        force,
+        dry_run,
+        runs_location,
+        settings.master(master),
+        settings.spark_conf(conf),
+        metastore,
+    )
+    return run_delta_gc(location, options, progress, spark=spark)
+
+
+def delta_files(run_id: str, *, runs_location: str | None = None, spark: SparkSession | None = None) -> Iterator[str]:
+    """The files a `delta_gc` run deletes (or would), as delta-rs's vacuum lists them: table-relative,
+    sorted, streamed."""
+    from lakegc.connectors.delta.gc import file_list
+
+    if spark is None:
+        from lakegc.engine.spark import spark_session
+
+        settings = load_settings()
+        spark = spark_session(settings.master(None), settings.spark_conf(None))
+    return file_list(spark, connector_folder("delta", run_id, runs_location=runs_location))
 
 
 def connector_runs(kind: str, *, runs_location: str | None = None) -> list[Run]:

@@ -1,4 +1,4 @@
-"""`lakegc catalog` and `lakegc iceberg`: the connectors' runs, and their records (`runs`, `show`,
+"""`lakegc catalog`, `lakegc iceberg` and `lakegc delta`: the connectors' runs, and their records (`runs`, `show`,
 `candidates`, as `gc` has them for repository runs)."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from lakegc.cli.main import new_app, state
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
+from lakegc.errors import InvalidArgument
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
 iceberg_app = new_app("GC for Iceberg tables: expire snapshots, then delete files no table references.")
+delta_app = new_app("GC for Delta Lake tables: a full VACUUM, deciding as delta-rs does, on Spark.")
 
 RUNS = typer.Option(
     None,
@@ -130,6 +132,68 @@ def iceberg_gc(
         )
 
 
+@delta_app.command(
+    "gc",
+    epilog="Example: lakegc delta gc s3://bucket/tables/events --retention 7d --dry-run --json",
+)
+def delta_gc(
+    ctx: typer.Context,
+    location: str = typer.Argument(..., metavar="TABLE_LOCATION", help="The table's folder or s3:// prefix."),
+    retention: str | None = typer.Option(
+        None,
+        "--retention",
+        metavar="DURATION",
+        help="Delete files removed (or written, if never committed) longer ago than this "
+        "(default: the table's delta.deletedFileRetentionDuration, or 7d).",
+    ),
+    keep_versions: str | None = typer.Option(
+        None, "--keep-versions", metavar="V,...", help="Also keep every file these table versions read."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Allow a retention shorter than the table's delta.deletedFileRetentionDuration."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing."),
+    runs: str | None = RUNS,
+    master: str | None = MASTER,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
+) -> None:
+    """Delete the files a full VACUUM would: removed longer ago than the retention, or never
+    committed and older than it. With --json, "files" lists them (table-relative, sorted)."""
+    with progress("delta GC", as_json=as_json) as phase:
+        run = api.delta_gc(
+            location,
+            retention=parse_duration(retention) if retention is not None else None,
+            keep_versions=_versions(keep_versions),
+            force=force,
+            dry_run=dry_run,
+            runs_location=runs,
+            metastore=state(ctx).metastore_url,
+            master=master,
+            conf=parse_conf(conf),
+            progress=phase,
+        )
+    if as_json:
+        output.emit_json_with_list(run.to_json(), "files", api.delta_files(run.run_id, runs_location=runs))
+        return
+    print_run(run, as_json)
+
+
+def _versions(text: str | None) -> list[int]:
+    """`--keep-versions 3,5,8` as table versions."""
+    if text is None:
+        return []
+    try:
+        versions = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InvalidArgument(
+            f"invalid --keep-versions {text!r}: table versions separated by commas, as 3,5,8"
+        ) from None
+    if not versions or any(v < 0 for v in versions):
+        raise InvalidArgument(f"invalid --keep-versions {text!r}: table versions are 0 or more")
+    return versions
+
+
 def _records(app: typer.Typer, kind: str) -> None:
     """`runs`, `show` and `candidates` of a connector's runs."""
 
@@ -165,5 +229,6 @@ def _records(app: typer.Typer, kind: str) -> None:
 
 _records(catalog_app, "catalog")
 _records(iceberg_app, "iceberg")
+_records(delta_app, "delta")
 
-__all__ = ["catalog_app", "iceberg_app"]
+__all__ = ["catalog_app", "delta_app", "iceberg_app"]

@@ -159,6 +159,7 @@ def _register() -> None:
     app.add_typer(gc.app, name="gc")
     app.add_typer(connectors.catalog_app, name="catalog")
     app.add_typer(connectors.iceberg_app, name="iceberg")
+    app.add_typer(connectors.delta_app, name="delta")
     app.add_typer(server.auth_app, name="auth")
     app.command("serve", epilog="Example: lakegc serve --port 8000")(server.serve)
     history.register(app)

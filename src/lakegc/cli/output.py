@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -54,6 +55,20 @@ def emit_json(doc: Any) -> None:
     """One JSON document (json.dumps escapes control characters itself)."""
     sys.stdout.write(json.dumps(mask_doc(doc), indent=2) + "\n")
     sys.stdout.flush()  # under spark-submit the JVM may outlive an unflushed Python child
+
+
+def emit_json_with_list(doc: dict[str, Any], key: str, items: Iterable[str]) -> None:
+    """`doc` with `key` holding `items`, as `emit_json` prints it, the list written as it comes
+    (a list of a million paths is never held whole)."""
+    head = json.dumps(mask_doc(doc), indent=2)
+    body = head[: head.rstrip().rfind("}")].rstrip()
+    sys.stdout.write(body + ("," if doc else "") + f"\n  {json.dumps(key)}: [")
+    first = True
+    for item in items:
+        sys.stdout.write(("\n    " if first else ",\n    ") + json.dumps(item))
+        first = False
+    sys.stdout.write("]\n}\n" if first else "\n  ]\n}\n")
+    sys.stdout.flush()
 
 
 def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:

@@ -1,0 +1,292 @@
+"""Reading a Delta log segment's actions on the Spark executors, as rows of `ACTIONS`.
+
+A checkpoint of a table with a million files is a Parquet file of a million add actions: it is read
+a row group per task (only the columns GC needs: path, size, deletion timestamp, deletion vector),
+commits a file per task, and nothing of it comes to the driver but the table's metadata and
+protocol (one row each). V2 checkpoints name sidecar files: the driver reads the sidecar list (one
+column of the checkpoint) and the sidecars are read like checkpoint parts.
+
+Each file-action row carries its order in the log (`version`, `line`): the newest version wins,
+and within one version the first line, as Delta readers replay a log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakegc.connectors.delta.log import SIDECARS, BrokenLog, Segment, dv_id, dv_key, table_key
+from lakegc.errors import ObjectNotFound, first_line
+from lakegc.storage import LocalStorage, Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ADD, REMOVE, METADATA, PROTOCOL = "add", "remove", "metaData", "protocol"
+ACTIONS = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("path", pa.string()),  # the file's key under the table root (add, remove)
+        ("dv", pa.string()),  # the key of its deletion vector's file, if it has one in a file
+        ("dv_id", pa.string()),  # the deletion vector's unique id ("" without one)
+        ("version", pa.int64()),
+        ("line", pa.int64()),
+        ("deletion_ts", pa.int64()),  # a remove's deletionTimestamp (epoch ms)
+        ("size", pa.int64()),
+        ("detail", pa.string()),  # metaData and protocol actions, as JSON
+    ]
+)
+ACTIONS_DDL = ", ".join(
+    f"{f.name} {'string' if f.type == pa.string() else 'long'}" for f in ACTIONS
+)  # every column is a string or a long
+_DV_FIELDS = ("storageType", "pathOrInlineDv", "offset")
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """One task's share of the log: a file, the version its actions count at, and for Parquet
+    the row groups to read (None: all)."""
+
+    key: str
+    version: int
+    parquet: bool
+    row_groups: tuple[int, ...] | None = None
+
+
+def plan_reads(storage: Storage, seg: Segment) -> list[LogRead]:
+    """The reads that cover the segment: checkpoint parts and sidecars split by row group where the
+    store can seek (a local table), whole files otherwise; then the commits."""
+    reads: list[LogRead] = []
+    if seg.checkpoint is not None:
+        files = [(k, k.endswith(".parquet")) for k in seg.checkpoint.keys]
+        with _unreadable(", ".join(seg.checkpoint.keys)):
+            files += [(k, True) for k in _sidecars(storage, seg.checkpoint.keys)]
+        for key, parquet in files:
+            if parquet and isinstance(storage, LocalStorage):
+                with _unreadable(key), _opened(storage, key) as f:
+                    groups = pq.ParquetFile(f).metadata.num_row_groups
+                reads += [LogRead(key, seg.checkpoint.version, True, (g,)) for g in range(groups)]
+            else:
+                reads.append(LogRead(key, seg.checkpoint.version, parquet))
+    reads += [LogRead(key, version, False) for version, key in seg.commits]
+    return reads
+
+
+def read_actions(spark: SparkSession, storage: Storage, seg: Segment, table_uri: str) -> DataFrame:
+    """Every action of the segment GC needs (ACTIONS rows), read on the executors."""
+    from lakegc.engine.spark import work_items
+
+    reads = plan_reads(storage, seg)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from file_actions(storage, reads[index], table_uri)
+
+    tasks = spark.sparkContext.defaultParallelism * 4
+    return work_items(spark, len(reads), tasks).mapInArrow(run, ACTIONS_DDL)
+
+
+def file_actions(storage: Storage, read: LogRead, table_uri: str) -> Iterator[pa.RecordBatch]:
+    """The actions of one read, as ACTIONS batches."""
+    with _unreadable(read.key):
+        if read.parquet:
+            with _opened(storage, read.key) as f:
+                yield from _parquet_actions(pq.ParquetFile(f), read, table_uri)
+        else:
+            yield _json_actions(storage.read(read.key), read, table_uri)
+
+
+@contextmanager
+def _unreadable(key: str) -> Iterator[None]:
+    """A log file that is missing or cannot be parsed is BrokenLog: the state it is part of
+    cannot be known."""
+    try:
+        yield
+    except ObjectNotFound:
+        raise BrokenLog(f"Delta log file {key} is gone (the log changed under the run); nothing was deleted") from None
+    except (pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        raise BrokenLog(f"Delta log file {key} cannot be read ({first_line(exc)}); nothing was deleted") from None
+
+
+def _json_actions(data: bytes, read: LogRead, table_uri: str) -> pa.RecordBatch:
+    rows: list[tuple[Any, ...]] = []
+    for line, text in enumerate(data.splitlines()):
+        if not text.strip():
+            continue
+        action = json.loads(text)
+        if not isinstance(action, dict):
+            raise ValueError(f"line {line + 1} is not an action")
+        for kind in (ADD, REMOVE):
+            if (body := action.get(kind)) is not None:
+                rows.append(_file_row(kind, body, read.version, line, table_uri))
+        for kind in (METADATA, PROTOCOL):
+            if (body := action.get(kind)) is not None:
+                rows.append((kind, None, None, "", read.version, line, None, None, json.dumps(body)))
+    return _batch(rows)
+
+
+def _file_row(kind: str, body: dict, version: int, line: int, table_uri: str) -> tuple[Any, ...]:
+    dv = body.get("deletionVector") or {}
+    storage_type, where, offset = (dv.get(f) for f in _DV_FIELDS)
+    return (
+        kind,
+        table_key(body["path"], table_uri),
+        dv_key(storage_type, where, table_uri),
+        dv_id(storage_type, where, offset),
+        version,
+        line,
+        body.get("deletionTimestamp") if kind == REMOVE else None,
+        body.get("size"),
+        None,
+    )
+
+
+def _parquet_actions(file: pq.ParquetFile, read: LogRead, table_uri: str) -> Iterator[pa.RecordBatch]:
+    """A checkpoint's (or sidecar's) actions: only the columns GC needs are read, and the file
+    actions are built column-wise (a million adds in a checkpoint is the common case)."""
+    schema = file.schema_arrow
+    names = set(schema.names)
+    nested = {n: set(schema.field(n).type.names) for n in names if pa.types.is_struct(schema.field(n).type)}
+    fields = ("path", "size", "deletionTimestamp", "deletionVector")
+    wanted = [f"{kind}.{c}" for kind in (ADD, REMOVE) for c in fields if c in nested.get(kind, ())]
+    wanted += [kind for kind in (METADATA, PROTOCOL) if kind in names]
+    groups = list(read.row_groups) if read.row_groups is not None else list(range(file.metadata.num_row_groups))
+    first = sum(file.metadata.row_group(g).num_rows for g in range(groups[0])) if groups else 0
+    for group in groups:
+        table = file.read_row_groups([group], columns=wanted).combine_chunks()
+        for kind in (ADD, REMOVE):
+            if kind in table.column_names:
+                yield _file_batch(
+                    kind,
+                    table.column(kind).chunk(0) if table.column(kind).num_chunks else None,
+                    read.version,
+                    first,
+                    table_uri,
+                )
+        rows = [
+            (kind, None, None, "", read.version, first + i, None, None, json.dumps(_plain(body)))
+            for kind in (METADATA, PROTOCOL)
+            if kind in table.column_names
+            for i, body in _present(table.column(kind))
+        ]
+        if rows:
+            yield _batch(rows)
+        first += table.num_rows
+
+
+def _present(column: pa.ChunkedArray) -> Iterator[tuple[int, Any]]:
+    """(row, value) of the non-null rows of a mostly-null column."""
+    import pyarrow.compute as pc
+
+    for i in pc.indices_nonzero(pc.is_valid(column)).to_pylist():
+        yield i, column[i].as_py()
+
+
+def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: int, table_uri: str) -> pa.RecordBatch:
+    """ACTIONS rows of the add (or remove) column of a checkpoint row group."""
+    import pyarrow.compute as pc
+
+    if actions is None:
+        return _batch([])
+    rows = pc.indices_nonzero(pc.is_valid(actions))
+    actions = actions.take(rows)
+    n = len(actions)
+    names = (
+        set(actions.type.names)
+        if hasattr(actions.type, "names")
+        else {actions.type.field(i).name for i in range(actions.type.num_fields)}
+    )
+
+    def field(name: str, kind: pa.DataType) -> pa.Array:
+        return actions.field(name).cast(kind) if name in names else pa.nulls(n, kind)
+
+    paths = field("path", pa.string())
+    odd = pc.or_(pc.match_substring(paths, "%"), pc.match_substring_regex(paths, "^[^/]*:"))
+    if pc.any(odd).as_py():  # percent-encoded or absolute: decoded one by one
+        paths = pa.array(
+            [table_key(p, table_uri) if o else p for p, o in zip(paths.to_pylist(), odd.to_pylist())], pa.string()
+        )
+    dv_keys, dv_ids = pa.nulls(n, pa.string()), pa.repeat(pa.scalar("", pa.string()), n)
+    if "deletionVector" in names and actions.field("deletionVector").null_count < n:
+        dvs = actions.field("deletionVector").to_pylist()
+        parts = [tuple((d or {}).get(f) for f in _DV_FIELDS) for d in dvs]
+        dv_keys = pa.array([dv_key(t, w, table_uri) for t, w, _ in parts], pa.string())
+        dv_ids = pa.array([dv_id(t, w, o) for t, w, o in parts], pa.string())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(pa.scalar(kind, pa.string()), n),
+            paths,
+            dv_keys,
+            dv_ids,
+            pa.repeat(pa.scalar(version, pa.int64()), n),
+            pc.add(rows.cast(pa.int64()), first),
+            field("deletionTimestamp", pa.int64()) if kind == REMOVE else pa.nulls(n, pa.int64()),
+            field("size", pa.int64()),
+            pa.nulls(n, pa.string()),
+        ],
+        schema=ACTIONS,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A Parquet map column reads as a list of (key, value) pairs: make it the JSON object it is."""
+    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {k: _plain(v) for k, v in value}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    columns = list(zip(*rows)) if rows else [[] for _ in ACTIONS]
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, ACTIONS)], schema=ACTIONS)
+
+
+def _sidecars(storage: Storage, checkpoint_keys: tuple[str, ...]) -> list[str]:
+    """The sidecar files a V2 checkpoint names (none for a classic one)."""
+    found: list[str] = []
+    for key in checkpoint_keys:
+        if key.endswith(".json"):
+            for text in storage.read(key).splitlines():
+                if text.strip() and (body := json.loads(text).get("sidecar")) is not None:
+                    found.append(_sidecar_key(body["path"]))
+            continue
+        with _opened(storage, key) as f:
+            file = pq.ParquetFile(f)
+            if "sidecar" not in file.schema_arrow.names:
+                continue
+            for body in file.read(columns=["sidecar"]).column("sidecar").to_pylist():
+                if body is not None:
+                    found.append(_sidecar_key(body["path"]))
+    return found
+
+
+def _sidecar_key(path: str) -> str:
+    key = table_key(path, "")
+    if key is None or "/" in key:
+        raise BrokenLog(f"a V2 checkpoint names sidecar {path!r}, which is not a file of _delta_log/_sidecars/")
+    return SIDECARS + key
+
+
+class _opened:
+    """A log file opened for Parquet: seekable where the store allows, else read into memory."""
+
+    def __init__(self, storage: Storage, key: str):
+        self.storage, self.key, self.file = storage, key, None
+
+    def __enter__(self) -> Any:
+        if isinstance(self.storage, LocalStorage):
+            self.file = self.storage.open_read(self.key)
+            return self.file
+        return pa.BufferReader(self.storage.read(self.key))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()

@@ -1,0 +1,289 @@
+"""Delta table GC (`lakegc delta gc`): a full VACUUM, decided as delta-rs decides it
+(`vacuum.py`), run on the shared engine: the listing and the deletes on the executors, the
+deletion guard, a run with its record, candidates and report.
+
+The order of a run, and why:
+1. The table location passes the deletion guard (not `/`, no home folder, no lakegc namespace or
+   metastore, no run folder, no Iceberg table's location, no symlink into one).
+2. `_delta_log/` is listed and the newest state's segment chosen (`log.segment`): no log is a
+   clear error, a log with a hole deletes nothing.
+3. The segment's actions are read on the executors (`actions.read_actions`); the table's metadata
+   and protocol come back to the driver (one row each): its partition columns, its
+   `delta.deletedFileRetentionDuration` (the retention when none is given, and the least one
+   allowed without --force), and reader features lakegc must understand.
+4. The table is listed (not `_delta_log/`), and `vacuum.judge` picks the files.
+5. Before deleting, the log is listed again: every file a commit made since the segment's version
+   adds (or its deletion vector) is taken out of the list, so a writer committing during the run
+   loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from lakegc.connectors.delta.actions import ADD, METADATA, PROTOCOL, read_actions
+from lakegc.connectors.delta.log import (
+    DEFAULT_RETENTION,
+    LOG,
+    LogFiles,
+    Segment,
+    log_files,
+    parse_interval,
+    segment,
+)
+from lakegc.connectors.delta.vacuum import judge, live_files
+from lakegc.connectors.protected import connector_protected, iceberg_table_places
+from lakegc.connectors.runs import ConnectorRun, default_runs_location
+from lakegc.engine.arrowio import read_parquet, write_parquet
+from lakegc.engine.columns import CANDIDATES, ddl
+from lakegc.engine.delete import delete_objects
+from lakegc.engine.guard import check_root
+from lakegc.engine.listing import list_folders, location_folders, open_location
+from lakegc.engine.progress import Phase, PhaseTimer, no_progress
+from lakegc.engine.report import duration_text
+from lakegc.engine.runs import Run, RunFolder, RunState
+from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.storage import Storage
+from lakegc.timeutil import shown_time, utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# Reader features whose tables lakegc reads correctly: none of them names files another way.
+# A table needing any other feature is refused (its files could be named where lakegc does not look).
+KNOWN_READER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "typeWidening",
+        "typeWidening-preview",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+    }
+)
+REPEATS = "repeats"  # files delta-rs would list more than once (removed by several actions)
+
+
+@dataclass(frozen=True)
+class DeltaGcOptions:
+    retention: timedelta | None = None  # None: the table's delta.deletedFileRetentionDuration
+    keep_versions: tuple[int, ...] = ()
+    force: bool = False  # a retention under the table's own is allowed
+    dry_run: bool = False
+    runs_location: str | None = None
+    master: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+    metastore: str | None = None
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the driver learns of the table: its newest version's metadata and protocol."""
+
+    version: int
+    partition_columns: tuple[str, ...]
+    retention: timedelta  # delta.deletedFileRetentionDuration, or 7 days
+    reader_features: tuple[str, ...]
+    min_reader_version: int
+
+
+def check_retention(retention: timedelta, table: timedelta, force: bool) -> None:
+    """A retention shorter than the table's own deletes files concurrent readers and writers may
+    still use: refused unless forced (delta-rs's `enforce_retention_duration`)."""
+    if retention < timedelta(0):
+        raise InvalidArgument("--retention must not be negative")
+    if retention < table and not force:
+        raise InvalidArgument(
+            f"--retention {duration_text(retention.total_seconds())} is shorter than the table's "
+            f"delta.deletedFileRetentionDuration ({duration_text(table.total_seconds())}): readers and writers "
+            "may still use those files (use --force to go below it)"
+        )
+
+
+def check_readable(state: TableState) -> None:
+    unknown = sorted(set(state.reader_features) - KNOWN_READER_FEATURES)
+    if state.min_reader_version > 3 or unknown:
+        what = ", ".join(unknown) or f"reader version {state.min_reader_version}"
+        raise LakegcError(f"the table needs Delta reader features lakegc does not know ({what}); nothing was deleted")
+
+
+def run_delta_gc(
+    location: str, options: DeltaGcOptions, phase: Phase = no_progress, spark: SparkSession | None = None
+) -> Run:
+    """VACUUM (full) the Delta table at `location` (see the module). Everything that can be wrong
+    with the input fails before anything is deleted."""
+    if any(v < 0 for v in options.keep_versions):
+        raise InvalidArgument("--keep-versions takes table versions, 0 or more")
+    if options.retention is not None and options.retention < timedelta(0):
+        raise InvalidArgument("--retention must not be negative")
+    runs_location = options.runs_location or default_runs_location()
+    storage = open_location(location, "table location")
+    table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
+    check_root(
+        storage.uri, "table location", connector_protected(options.metastore, runs_location) + iceberg_table_places()
+    )
+    files = read_log_files(storage)
+    seg = segment(files)
+    if spark is None:
+        from lakegc.engine.spark import spark_session
+
+        spark = spark_session(options.master, options.conf)
+    actions = read_actions(spark, storage, seg, table_uri).persist()
+    state = table_state(actions, seg.version)
+    check_readable(state)
+    retention = options.retention if options.retention is not None else state.retention
+    check_retention(retention, state.retention, options.force)
+    keep = [segment(files, v) for v in sorted(set(options.keep_versions))]  # a version the log lacks fails here
+    now = utcnow()
+    cutoff = now - retention
+    settings = {
+        "version": state.version,
+        "retention": f"{duration_text(retention.total_seconds())} "
+        f"(files modified or removed before {shown_time(cutoff)})",
+        "table retention": duration_text(state.retention.total_seconds()),
+        "partition columns": ", ".join(state.partition_columns) or "none",
+        "keep versions": ", ".join(str(v) for v in sorted(set(options.keep_versions))) or "none",
+        "forced": options.force,
+    }
+    started = ConnectorRun.start("delta", table_uri.rstrip("/"), options.dry_run, now, cutoff, settings, runs_location)
+    run, recorder = started.run, started.recorder
+    timed = PhaseTimer(run, phase)
+    with recorder.recording(run):
+        _mark(started, spark, storage, actions, keep, state, table_uri, retention, timed)
+        actions.unpersist()
+        if options.dry_run:
+            return run
+        recorder.transition(run, RunState.SWEEPING)
+        _sweep(started, spark, storage, seg, table_uri, timed)
+        recorder.transition(run, RunState.SWEPT)
+    return run
+
+
+def read_log_files(storage: Storage) -> LogFiles:
+    """The files of `_delta_log/` (its own, not `_sidecars/`)."""
+    names = [info.key[len(LOG) :] for info in storage.list(LOG, recursive=False)]
+    return log_files(names)
+
+
+def table_state(actions: DataFrame, version: int) -> TableState:
+    """The newest metaData and protocol actions of the segment (two rows to the driver)."""
+    from pyspark.sql import functions as F
+
+    newest = (
+        actions.where(F.col("kind").isin(METADATA, PROTOCOL))
+        .groupBy("kind")
+        .agg(F.max(F.struct(F.col("version"), (-F.col("line")).alias("order"), F.col("detail"))).alias("w"))
+        .select("kind", "w.detail")
+        .collect()
+    )
+    found = {row["kind"]: json.loads(row["detail"]) for row in newest}
+    if METADATA not in found or PROTOCOL not in found:
+        raise LakegcError(
+            f"the Delta log has no {'metaData' if METADATA not in found else 'protocol'} action: "
+            "not a complete table; nothing was deleted"
+        )
+    metadata, protocol = found[METADATA], found[PROTOCOL]
+    configured = (metadata.get("configuration") or {}).get("delta.deletedFileRetentionDuration")
+    return TableState(
+        version,
+        tuple(metadata.get("partitionColumns") or ()),
+        parse_interval(configured) if configured else DEFAULT_RETENTION,
+        tuple(protocol.get("readerFeatures") or ()),
+        int(protocol.get("minReaderVersion") or 1),
+    )
+
+
+def _mark(
+    started: ConnectorRun,
+    spark: SparkSession,
+    storage: Storage,
+    actions: DataFrame,
+    keep: list[Segment],
+    state: TableState,
+    table_uri: str,
+    retention: timedelta,
+    timed: PhaseTimer,
+) -> None:
+    """List the table, judge every file, write candidates/ (and repeats/, for the file list)."""
+    from pyspark.sql import functions as F
+
+    run = started.run
+    now_ms = int(now_of(run).timestamp() * 1000)
+    timed("listing the table", table_uri)
+    folders = location_folders(storage, "0", leave_out=(LOG,))
+    listing = list_folders(spark, storage, folders, now_of(run) - retention).persist()
+    started.tally_listing(listing, now_of(run))
+    timed(
+        "reading the Delta log",
+        f"version {state.version}"
+        + (f", and versions {', '.join(str(s.version) for s in keep)} to keep" if keep else ""),
+    )
+    kept = None
+    for seg in keep:
+        live = live_files(read_actions(spark, storage, seg, table_uri))
+        kept = live if kept is None else kept.unionByName(live)
+    decided = judge(
+        listing, actions, kept, state.partition_columns, now_ms, int(retention.total_seconds() * 1000)
+    ).persist()
+    started.write_candidates(decided.dropDuplicates(["address"]))
+    repeats = decided.groupBy("address").count().where(F.col("count") > 1)
+    write_parquet(repeats, started.folder.storage, started.folder.key(REPEATS))
+    decided.unpersist()
+    listing.unpersist()
+    timed.stop()
+    started.recorder.transition(run, RunState.MARKED)
+
+
+def _sweep(
+    started: ConnectorRun, spark: SparkSession, storage: Storage, seg: Segment, table_uri: str, timed: PhaseTimer
+) -> None:
+    """Read the log again; whatever a commit since the mark added stays; delete the rest."""
+    from pyspark.sql import functions as F
+
+    run = started.run
+    timed("re-reading the Delta log", "files committed since the mark stay")
+    to_delete = started.candidates(spark)
+    files = read_log_files(storage)
+    latest = files.latest
+    if latest is not None and latest > seg.version:
+        newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
+        since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
+        added = read_actions(spark, storage, since, table_uri).where(F.col("kind") == ADD)
+        named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
+        to_delete = to_delete.join(named.where(F.col("address").isNotNull()), "address", "left_anti")
+        run.details["commits since the mark"] = latest - seg.version
+    write_parquet(to_delete, started.folder.storage, started.folder.key("to_delete"))
+    timed("deleting files")
+    started.record_deletes(delete_objects(spark, storage, started.read(spark, "to_delete")))
+    timed.stop()
+
+
+def now_of(run: Run) -> datetime:
+    return datetime.fromisoformat(run.started_at)
+
+
+def file_list(spark: SparkSession, folder: RunFolder) -> Iterator[str]:
+    """A run's files as delta-rs lists them: table-relative, sorted, a file that several remove
+    actions name named as often. Streamed from the run folder, never held whole on the driver."""
+    from pyspark.sql import functions as F
+
+    candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), ddl(CANDIDATES)).select("address")
+    parts = folder.parts(REPEATS)
+    if parts:
+        repeats = read_parquet(spark, folder.storage, parts, "address string, count long")
+        candidates = (
+            candidates.join(repeats, "address", "left")
+            .select("address", F.explode(F.sequence(F.lit(1), F.coalesce(F.col("count"), F.lit(1)))))
+            .select("address")
+        )
+    for row in candidates.orderBy("address").toLocalIterator():
+        yield row["address"]
