@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CliResult, one_error
 
-from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
+from lakegc.connectors.iceberg.expire import Ref, Snap, expiry
 from lakegc.connectors.iceberg.paths import Location, hidden, overlap, parse_location, within
 
 Cli = Callable[..., CliResult]
@@ -74,26 +74,44 @@ EXPIRY_CASES = {
         2,
         {1, 2, 3},
     ),
-    "a branch's min-snapshots-to-keep asks for more than the run": (
+    "a branch's min-snapshots-to-keep replaces the run's retain-last (here: keeps more)": (
         MAIN,
         [Ref("main", 5, True, min_snapshots_to_keep=4)],
         5,
         1,
         {1},
     ),
-    "a branch's max-snapshot-age keeps more when it reaches further back": (
+    "a branch's max-snapshot-age replaces the run's older-than (here: reaches further back)": (
         MAIN,
         [Ref("main", 5, True, max_snapshot_age_ms=9 * DAY)],
         5,
         1,
         {1, 2},
     ),
-    "a branch's shorter max-snapshot-age never keeps less than the run": (
+    # changed with Iceberg parity: the branch's own age used to be combined with the run's (the
+    # more careful won, {1, 2}); Iceberg's RemoveSnapshots lets it replace the run's, younger or older
+    "a branch's shorter max-snapshot-age replaces the run's: younger snapshots than --older-than go": (
         MAIN,
         [Ref("main", 5, True, max_snapshot_age_ms=DAY)],
         9,
         1,
-        {1, 2},
+        {1, 2, 3, 4},
+    ),
+    "a branch's smaller min-snapshots-to-keep replaces the run's retain-last (keeps less)": (
+        MAIN,
+        [Ref("main", 5, True, min_snapshots_to_keep=1)],
+        5,
+        3,
+        {1, 2, 3, 4},
+    ),
+    # changed with Iceberg parity: the walk down a branch used to go on past an old snapshot and
+    # keep younger ancestors below it (clock skew); Iceberg's stops at the first it lets go
+    "the walk down a branch stops at the first snapshot it lets go": (
+        chain(9, 2, 8, 1),
+        [Ref("main", 4, True)],
+        5,
+        1,
+        {1, 2, 3},
     ),
     "a snapshot on no branch's history (rolled back) goes by age alone": (
         MAIN + [Snap(20, 3, NOW - 7 * DAY), Snap(21, 3, NOW - 2 * DAY)],
@@ -116,12 +134,12 @@ EXPIRY_CASES = {
 @pytest.mark.parametrize("name", EXPIRY_CASES)
 def test_expiry(name: str):
     snaps, refs, older_than_days, retain_last, expected = EXPIRY_CASES[name]
-    assert expired_snapshots(snaps, refs, NOW, older_than_days * DAY, retain_last) == expected
+    assert expiry(snaps, refs, NOW, older_than_days * DAY, retain_last).snapshots == expected
 
 
 def test_expiry_boundary_is_strictly_older_than_the_cutoff():
     at, before = Snap(1, None, NOW - 5 * DAY), Snap(2, None, NOW - 5 * DAY - 1)
-    assert expired_snapshots([at, before], [], NOW, 5 * DAY, 1) == {2}
+    assert expiry([at, before], [], NOW, 5 * DAY, 1).snapshots == {2}
 
 
 # ================================================================================================
@@ -605,8 +623,8 @@ def test_a_tag_created_while_the_expiry_commits_keeps_its_snapshot(lake: Lake):
     t, s = history(lake)
     planned_on = lake.catalog.load_table("ns.t")
     t.manage_snapshots().create_tag(s["S2"], "audit").commit()
-    after = commit_expiry(planned_on, int(real_time.time() * 1000), IcebergGcOptions())
-    assert after.metadata.refs["audit"].snapshot_id == s["S2"]
+    after, committed = commit_expiry(planned_on, int(real_time.time() * 1000), IcebergGcOptions())
+    assert after.metadata.refs["audit"].snapshot_id == s["S2"] and committed.snapshots == {s["S1"], s["S3"], s["S4"]}
     assert snapshot_ids(after) == {s["S2"], s["S5"]}
 
 

@@ -79,8 +79,14 @@ def iceberg_gc(
         metavar="NAME",
         help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*).",
     ),
-    older_than: str = typer.Option("5d", "--older-than", help="Expire snapshots older than this."),
-    retain_last: int = typer.Option(1, "--retain-last", help="Keep at least this many snapshots of each branch."),
+    older_than: str = typer.Option(
+        "5d", "--older-than", help="Expire snapshots older than this (a branch's max-snapshot-age-ms replaces it)."
+    ),
+    retain_last: int = typer.Option(
+        1,
+        "--retain-last",
+        help="Keep this many snapshots of each branch (a branch's min-snapshots-to-keep replaces it).",
+    ),
     orphan_min_age: str = typer.Option(
         "3d", "--orphan-min-age", help="Files modified more recently are never deleted."
     ),

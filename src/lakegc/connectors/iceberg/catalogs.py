@@ -40,6 +40,7 @@ class Loaded:
     target: bool  # named on the command line: expired and collected; otherwise it only protects
     catalog: str = ""  # another configured catalog it belongs to; "" for the catalog collected
     expire: set[int] = field(default_factory=set)  # planned, not yet committed
+    expire_refs: tuple[str, ...] = ()  # the refs that aged off (max-ref-age), planned likewise
     # the snapshots this run expires (or, dry, would), as the metadata named them before the expiry
     # commit removed them: what tells their files (reason `expired`) from true orphans
     expired: TableFiles | None = None

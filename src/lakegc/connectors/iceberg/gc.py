@@ -18,7 +18,8 @@ Safety rests on five rules:
   scheme and authority (`paths`); a file that a reference names with another scheme or authority
   is a prefix mismatch, an error unless told otherwise.
 - Files younger than --orphan-min-age are never candidates (writes in flight, commits that failed
-  and may be retried), and neither are hidden paths (`_`/`.`, except partition folders).
+  and may be retried), and neither are hidden paths (`_`/`.`, except partition folders of the
+  table the file belongs to: `partition_scopes`).
 - Before deleting, the catalog is read again: if any table changed since the mark, what it now
   references is subtracted from the candidates.
 
@@ -47,7 +48,7 @@ from lakegc.connectors.iceberg.catalogs import (
     other_catalogs_tables,
     reload_all,
 )
-from lakegc.connectors.iceberg.expire import Ref, Snap, expired_snapshots
+from lakegc.connectors.iceberg.expire import Expiry, Ref, Snap, expiry
 from lakegc.connectors.iceberg.paths import (
     Location,
     PrefixMismatch,
@@ -55,8 +56,10 @@ from lakegc.connectors.iceberg.paths import (
     key_prefix,
     listing_plan,
     nested_locations,
+    owners_partition_fields,
     parse_location,
     under_any,
+    within,
 )
 from lakegc.connectors.iceberg.reachable import reachable_files, snapshot_files
 from lakegc.connectors.protected import connector_protected
@@ -76,6 +79,7 @@ from lakegc.timeutil import shown_time, utcnow
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
+    from pyiceberg.table.update import TableUpdate
     from pyspark.sql import Column, DataFrame, SparkSession
 
 ORPHAN, EXPIRED, MISMATCH = "orphan", "expired", "prefix mismatch"
@@ -126,7 +130,8 @@ def run_iceberg_gc(
         check_root(root.uri, "table location", protected)
     for t in tables:
         if t.target:
-            t.expire = plan_expiry(t.table, now_ms, options)
+            planned = plan_expiry(t.table, now_ms, options)
+            t.expire, t.expire_refs = set(planned.snapshots), planned.refs
     cutoff = now - options.orphan_min_age
     settings = {
         "catalog": catalog_name,
@@ -161,37 +166,41 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
     """Commit the planned expiry of each collected table (a dry run only reports it). What the
     expired snapshots named is kept first (`Loaded.expired`): the commit removes them from the
     metadata, and the mark labels their files `expired`."""
+    aged_off = sum(len(t.expire_refs) for t in tables)
     timed(
         "expiring snapshots",
         f"{sum(len(t.expire) for t in tables)} snapshots older than "
-        f"{duration_text(options.older_than.total_seconds())}",
+        f"{duration_text(options.older_than.total_seconds())}"
+        + (f"; {aged_off} refs past their max-ref-age" if aged_off else ""),
     )
     docs = []
     for t in tables:
         if not t.target:
             continue
-        planned = len(t.expire)
-        if options.dry_run and t.expire:
-            t.expired = t.files_of(t.expire)
-        elif t.expire:
+        planned, refs = len(t.expire), t.expire_refs
+        if options.dry_run:
+            t.expired = t.files_of(t.expire) if t.expire else None
+        elif t.expire or t.expire_refs:
             before = t.files_of(s.snapshot_id for s in t.table.metadata.snapshots)
-            t.table = commit_expiry(t.table, now_ms, options)
-            t.expire = set()
+            t.table, committed = commit_expiry(t.table, now_ms, options)
+            t.expire, t.expire_refs = set(), ()
             # what the commit removed: its plan is made again if it lost a race with another commit
             gone = before.retained - {s.snapshot_id for s in t.table.metadata.snapshots}
             t.expired = replace(before, retained=gone) if gone else None
-            planned = len(gone)
+            planned, refs = len(gone), committed.refs
         docs.append(
             {
                 "table": t.name,
                 "location": t.table.location(),
                 "snapshots expired": planned,
                 "snapshots kept": len(t.table.metadata.snapshots) - len(t.expire),
+                "refs expired": list(refs),
             }
         )
     run.details["snapshots expired" if not options.dry_run else "snapshots to expire"] = sum(
         d["snapshots expired"] for d in docs
     )
+    run.details["refs expired" if not options.dry_run else "refs to expire"] = sum(len(d["refs expired"]) for d in docs)
     run.details["tables"] = docs
     run.details["tables protecting their files"] = sum(not t.target for t in tables)
 
@@ -214,10 +223,7 @@ def _mark(
         "listing table locations",
         ", ".join(r.uri for r in roots) + (f"; {left_out} nested table location(s) left out" if left_out else ""),
     )
-    fields = frozenset(
-        f.name for t in tables if t.target for spec in t.table.metadata.partition_specs for f in spec.fields
-    )
-    listing = _list(spark, roots, cutoff, fields).persist()
+    listing = _list(spark, roots, cutoff, [partition_scopes(root, tables) for root in roots]).persist()
     old = started.tally_listing(listing, now)
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
@@ -282,7 +288,14 @@ def _sweep(
 
 
 # -- expiry ----------------------------------------------------------------------------------------
-def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> set[int]:
+MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"
+
+
+def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Expiry:
+    """The table's snapshots and refs as `expire.expiry` takes them. The run's --older-than and
+    --retain-last are explicit, as an Iceberg action's expireOlderThan and retainLast are, so the
+    table's max-snapshot-age and min-snapshots-to-keep properties do not apply; its
+    `history.expire.max-ref-age-ms` does, for refs without their own (no run option replaces it)."""
     from pyiceberg.table.refs import SnapshotRefType
 
     md = table.metadata
@@ -294,26 +307,51 @@ def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> set[int
             r.snapshot_ref_type == SnapshotRefType.BRANCH,
             r.min_snapshots_to_keep,
             r.max_snapshot_age_ms,
+            r.max_ref_age_ms,
         )
         for name, r in md.refs.items()
     ]
-    return expired_snapshots(snaps, refs, now_ms, int(options.older_than.total_seconds() * 1000), options.retain_last)
+    return expiry(
+        snaps,
+        refs,
+        now_ms,
+        int(options.older_than.total_seconds() * 1000),
+        options.retain_last,
+        _max_ref_age_ms(table),
+    )
 
 
-def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Table:
-    """Remove the planned snapshots in one commit that asserts the refs are still those the plan
-    saw: a ref moved, removed or created meanwhile fails the commit, and the plan is made again
-    from the table as it then is."""
+def _max_ref_age_ms(table: Table) -> int | None:
+    """The table's default max-ref-age (None: refs without their own never age off). A value that
+    is no whole number fails the run before anything changes, as Iceberg's action fails on it."""
+    value = table.metadata.properties.get(MAX_REF_AGE_PROPERTY)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise LakegcError(
+            f"table {'.'.join(table.name())}: {MAX_REF_AGE_PROPERTY}={value!r} is not a number of "
+            "milliseconds; nothing was expired"
+        ) from None
+
+
+def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> tuple[Table, Expiry]:
+    """Remove the planned refs and snapshots, and the expired snapshots' partition statistics, in
+    one commit that asserts the refs are still those the plan saw (a ref the plan removes too: it
+    must still point where it was judged old): a ref moved, removed or created meanwhile fails the
+    commit, and the plan is made again from the table as it then is. Returns the table as
+    committed and what the last plan removed (nothing, if there was nothing to do)."""
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.exceptions import CommitFailedException
-    from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotsUpdate
+    from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
     from lakegc.connectors.iceberg.requirements import AssertRefsUnchanged
 
     for attempt in range(_COMMIT_ATTEMPTS):
-        expire = plan_expiry(table, now_ms, options)
-        if not expire:
-            return table
+        plan = plan_expiry(table, now_ms, options)
+        if not plan:
+            return table, plan
         refs = {name: ref.snapshot_id for name, ref in table.metadata.refs.items()}
         requirements = (
             AssertTableUUID(uuid=table.metadata.table_uuid),
@@ -321,8 +359,8 @@ def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Table
             *(() if isinstance(table.catalog, RestCatalog) else (AssertRefsUnchanged(refs=refs),)),
         )
         try:
-            table.catalog.commit_table(table, requirements, (RemoveSnapshotsUpdate(snapshot_ids=sorted(expire)),))
-            return table.catalog.load_table(table.name())
+            table.catalog.commit_table(table, requirements, expiry_updates(table, plan))
+            return table.catalog.load_table(table.name()), plan
         except CommitFailedException:
             if attempt == _COMMIT_ATTEMPTS - 1:
                 raise LakegcError(
@@ -330,7 +368,24 @@ def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Table
                     "commits; nothing was deleted"
                 ) from None
             table = table.catalog.load_table(table.name())
-    return table
+    return table, Expiry()
+
+
+def expiry_updates(table: Table, plan: Expiry) -> tuple[TableUpdate, ...]:
+    """The metadata updates of an expiry, in the order pyiceberg applies them: the aged-off refs
+    first (pyiceberg removes a ref only while its snapshot exists), then the expired snapshots'
+    partition statistics (pyiceberg's snapshot removal drops their table statistics but not these,
+    where Iceberg's drops both), then the snapshots."""
+    from pyiceberg.table.update import RemovePartitionStatisticsUpdate, RemoveSnapshotRefUpdate, RemoveSnapshotsUpdate
+
+    partition_stats = sorted(
+        {p.snapshot_id for p in table.metadata.partition_statistics if p.snapshot_id in plan.snapshots}
+    )
+    return (
+        *(RemoveSnapshotRefUpdate(ref_name=name) for name in plan.refs),
+        *(RemovePartitionStatisticsUpdate(snapshot_id=snapshot_id) for snapshot_id in partition_stats),
+        *((RemoveSnapshotsUpdate(snapshot_ids=sorted(plan.snapshots)),) if plan.snapshots else ()),
+    )
 
 
 # -- orphans ---------------------------------------------------------------------------------------
@@ -391,8 +446,26 @@ def _storage_at(uri: str, location: Location) -> Storage:
     raise LakegcError(f"table location {uri}: lakegc collects local (file://) and s3:// locations only")
 
 
-def _list(spark: SparkSession, roots: list[Root], cutoff: datetime, fields: frozenset[str]) -> DataFrame:
-    """The files under the roots (LISTING_DDL, `slice` = the root's index), hidden paths left out."""
+def partition_scopes(root: Root, tables: list[Loaded]) -> dict[str, frozenset[str]]:
+    """For the hidden-path rule (`paths.owners_partition_fields`): the key prefix, under `root`, of
+    each collected table's location it covers ("" for the root's own), and the partition field
+    names of every spec of the collected tables at exactly that location. Only collected tables
+    count, as only a table's own specs count in Iceberg: a protecting table sharing the location
+    un-hides nothing (its files stay by its references)."""
+    scopes: dict[str, frozenset[str]] = {}
+    for t in tables:
+        if t.target and within(t.real, root.real):
+            prefix = "" if t.real == root.real else key_prefix(root.real, t.real)
+            names = frozenset(f.name for spec in t.table.metadata.partition_specs for f in spec.fields)
+            scopes[prefix] = scopes.get(prefix, frozenset()) | names
+    return scopes
+
+
+def _list(
+    spark: SparkSession, roots: list[Root], cutoff: datetime, scopes: list[dict[str, frozenset[str]]]
+) -> DataFrame:
+    """The files under the roots (LISTING_DDL, `slice` = the root's index), hidden paths left out
+    (`scopes`: each root's `partition_scopes`)."""
     frames = []
     for index, root in enumerate(roots):
         if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
@@ -414,7 +487,13 @@ def _list(spark: SparkSession, roots: list[Root], cutoff: datetime, fields: froz
         for batch in batches:
             keys, slices = batch.column("address").to_pylist(), batch.column("slice").to_pylist()
             yield batch.filter(
-                pa.array([not hidden(k, fields) and not under_any(k, leave_out[int(i)]) for k, i in zip(keys, slices)])
+                pa.array(
+                    [
+                        not hidden(k, owners_partition_fields(k, scopes[int(i)]))
+                        and not under_any(k, leave_out[int(i)])
+                        for k, i in zip(keys, slices)
+                    ]
+                )
             )
 
     return listing.mapInArrow(visible, ddl(LISTING))

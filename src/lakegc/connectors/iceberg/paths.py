@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -73,13 +73,26 @@ def overlap(a: Location, b: Location) -> bool:
 def hidden(key: str, partition_fields: frozenset[str]) -> bool:
     """Iceberg leaves alone what writers hide: a path component starting with `_` or `.` (`_SUCCESS`,
     `.crc` files, `_temporary/`), unless it is a partition folder `<field>=<value>` of a field whose
-    own name starts so."""
+    own name starts so. `partition_fields` must be the fields of the table the file belongs to
+    (`owners_partition_fields`): another table's `_field` says nothing about this table's folders."""
     *folders, name = key.split("/")
     if name[:1] in ("_", "."):
         return True
     return any(
         part[:1] in ("_", ".") and not ("=" in part and part.split("=", 1)[0] in partition_fields) for part in folders
     )
+
+
+def owners_partition_fields(key: str, scopes: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The partition field names that may un-hide a folder on `key`'s path, as Iceberg's
+    DeleteOrphanFiles does with the partition specs (all of them) of the one table it cleans.
+    `scopes` maps the key prefix of each collected table location under the listed root ("" for
+    the root itself, `b/c/` for a table at `root/b/c`) to its tables' partition field names; the
+    file belongs to the innermost location holding it, and the fields are those of the tables
+    at exactly that location (their union, when several share it: any of them may have written
+    there). A key no scope holds gets none."""
+    owner = max((prefix for prefix in scopes if key.startswith(prefix)), key=len, default=None)
+    return scopes[owner] if owner is not None else frozenset()
 
 
 # -- tables inside tables --------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The files an Iceberg table still needs, read the way the table's readers read them.
 
 Reachable are: the current metadata file and the ones its log keeps (and a Hadoop table's
-version hint), the statistics and partition-statistics files, and for every retained snapshot its
-manifest list, the manifests it lists (data and delete manifests alike) and the files of their
-live entries (ADDED or EXISTING; an entry marked DELETED records a file the snapshot no longer has).
+version hint), the statistics and partition-statistics files of all but the snapshots the run
+expires (the expiry commit removes those entries from the metadata), and for every retained
+snapshot its manifest list, the manifests it lists (data and delete manifests alike) and the files
+of their live entries (ADDED or EXISTING; an entry marked DELETED records a file the snapshot no
+longer has).
 The driver names only the first kind (a handful per snapshot); manifest lists and manifests are
 read on the executors, each distinct manifest once, so no file set ever gathers on the driver.
 
@@ -48,18 +50,31 @@ class TableFiles:
 
 
 def named_by_metadata(t: TableFiles) -> list[str]:
-    """Files the table metadata names itself (pure): metadata files, the version hint, statistics,
-    and the retained snapshots' manifest lists."""
+    """Files the table metadata names itself (pure): metadata files, the version hint, the retained
+    snapshots' manifest lists, and the statistics and partition-statistics files the metadata keeps
+    once the planned expiry is committed (`kept_statistics`)."""
     md = t.metadata
     files = [
         t.metadata_location,
         *(entry.metadata_file for entry in md.metadata_log),
         posixpath.join(posixpath.dirname(t.metadata_location), "version-hint.text"),
     ]
-    files += [s.statistics_path for s in md.statistics]
-    files += [s.statistics_path for s in md.partition_statistics]
+    files += [s.statistics_path for s in kept_statistics(t)]
     files += [s.manifest_list for s in md.snapshots if s.snapshot_id in t.retained and s.manifest_list]
     return files
+
+
+def kept_statistics(t: TableFiles) -> list[Any]:
+    """The statistics and partition-statistics entries an expiry leaves in the metadata: all but
+    those of the snapshots it removes (the commit removes both kinds, as Iceberg's does), so a dry
+    run and a run agree on the files of expired snapshots. An entry naming a snapshot the metadata
+    does not know stays: nothing removes it, and it still names its file."""
+    known = {s.snapshot_id for s in t.metadata.snapshots}
+    return [
+        s
+        for s in [*t.metadata.statistics, *t.metadata.partition_statistics]
+        if s.snapshot_id in t.retained or s.snapshot_id not in known
+    ]
 
 
 def named_by_snapshots(t: TableFiles) -> list[str]:
