@@ -578,3 +578,61 @@ def _z85(raw: bytes) -> str:
 def test_z85_round_trip() -> None:
     value = uuid.uuid4()
     assert z85_uuid(_z85(value.bytes)) == value
+
+
+# -- attacks: a log that names files outside its table, symlinks, stale hints ----------------------
+def test_log_paths_that_climb_out_of_the_table_are_never_this_tables(cli: Cli, tmp_path: Path) -> None:
+    """Remove actions naming `../victim/x`, an absolute path elsewhere, or `..` spelled with
+    percent escapes (in a commit and in a checkpoint) name no file of this table: nothing outside
+    is deleted, and the run goes on with the rest."""
+    table, victim = tmp_path / "t", tmp_path / "victim"
+    write_deltalake(table, ROWS)
+    for name in ("a.parquet", "b.parquet", "c.parquet", "d.parquet"):
+        stray(victim, name)
+    climbing = (
+        "../victim/a.parquet",
+        (victim / "b.parquet").as_uri(),
+        "%2E%2E/victim/c.parquet",
+        "x/../../victim/d.parquet",
+    )
+    removes = [{"remove": {"path": p, "dataChange": True, "size": 1, "deletionTimestamp": 1}} for p in climbing]
+    _commit(table / "_delta_log", 1, removes)
+    DeltaTable(str(table)).create_checkpoint()  # the same removes again, in Parquet
+    _commit(table / "_delta_log", 2, removes)
+    stray(table, "orphan.parquet")
+    before = snapshot(victim)
+    run = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()
+    assert run["files"] == ["orphan.parquet"]
+    assert snapshot(victim) == before
+
+
+def test_a_symlinked_folder_in_the_table_is_never_followed(cli: Cli, tmp_path: Path) -> None:
+    """A partition folder that is a symlink to somewhere else: the listing does not enter it, and
+    an expired remove naming a file through it is not deleted there (the run says so and fails)."""
+    table, elsewhere = tmp_path / "t", tmp_path / "elsewhere"
+    write_deltalake(table, ROWS)
+    stray(elsewhere, "old.parquet")
+    stray(elsewhere, "unreferenced.parquet")
+    (table / "p=x").symlink_to(elsewhere, target_is_directory=True)
+    remove = {"path": "p=x/old.parquet", "dataChange": True, "size": 1, "deletionTimestamp": 1}
+    _commit(table / "_delta_log", 1, [{"remove": remove}])
+    before = snapshot(elsewhere)
+    result = cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False)
+    one_error(result, "could not be deleted")
+    assert snapshot(elsewhere) == before
+
+
+def test_a_stale_last_checkpoint_hint_is_not_trusted(cli: Cli, table: Path) -> None:
+    """`_last_checkpoint` naming a checkpoint that does not exist: the log's listing decides."""
+    for _ in range(3):
+        write_deltalake(table, ROWS, mode="overwrite")
+    expected = oracle(table, 0, True)
+    (table / "_delta_log" / "_last_checkpoint").write_text('{"version": 99, "size": 3}')
+    assert cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()["files"] == expected
+
+
+def test_wrong_flags_are_one_line_errors(cli: Cli, table: Path) -> None:
+    write_deltalake(table, ROWS)
+    one_error(cli("delta", "gc", str(table), "--retention", "soon", ok=False), "invalid duration")
+    one_error(cli("delta", "gc", str(table), "--keep-versions", "-1", ok=False), "--keep-versions")
+    one_error(cli("delta", "gc", str(table / "_delta_log"), "--dry-run", ok=False), "no Delta log")

@@ -126,6 +126,26 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     assert "projected" in table(figures, 16)
 
 
+@pytest.mark.slow  # two Spark-free and one Spark process: about half a minute
+def test_delta_benchmark_deletes_exactly_the_stale_files_with_both_tools(tmp_path):
+    """benchmarks.delta at a tiny scale: delta-rs and lakegc each delete the 100 stale files of a
+    2,000-file checkpointed table and nothing else (the script checks, and fails otherwise)."""
+    results = tmp_path / "delta.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.delta", "--files", "2000", "--warm", "--json"]
+        + ["--workdir", str(tmp_path), "--results", str(results)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    assert figures == json.loads(results.read_text())
+    assert figures["delta_rs"]["deleted"] == figures["lakegc"]["deleted"] == 100
+    assert figures["ratio"] == round(figures["lakegc"]["seconds"] / figures["delta_rs"]["seconds"], 2)
+
+
 @pytest.mark.slow
 def test_cluster_run_deletes_what_local_mode_does(tmp_path):
     """`--cluster`: the clean run again on a standalone cluster, checked against local mode."""

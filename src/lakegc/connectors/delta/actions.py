@@ -46,6 +46,7 @@ ACTIONS_DDL = ", ".join(
     f"{f.name} {'string' if f.type == pa.string() else 'long'}" for f in ACTIONS
 )  # every column is a string or a long
 _DV_FIELDS = ("storageType", "pathOrInlineDv", "offset")
+_ODD_PATH = r"%|^[^/]*:|^/|//|(^|/)\.\.?(/|$)|/$|^$"  # what table_key must see: the rest is a key as written
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,41 @@ def _unreadable(key: str) -> Iterator[None]:
         raise BrokenLog(f"Delta log file {key} is gone (the log changed under the run); nothing was deleted") from None
     except (pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
         raise BrokenLog(f"Delta log file {key} cannot be read ({first_line(exc)}); nothing was deleted") from None
+
+
+def newest_metadata(storage: Storage, seg: Segment) -> tuple[dict, dict]:
+    """The segment's newest metaData and protocol actions, read on the driver: the commits newest
+    first until both are found, then the checkpoint's two columns (a million-row checkpoint holds
+    one row of each). Missing either one is BrokenLog."""
+    found: dict[str, dict] = {}
+    for version, key in reversed(seg.commits):
+        with _unreadable(key):
+            for batch in [_json_actions(storage.read(key), LogRead(key, version, False), "")]:
+                for kind, detail in zip(batch.column("kind").to_pylist(), batch.column("detail").to_pylist()):
+                    if kind in (METADATA, PROTOCOL) and kind not in found:
+                        found[kind] = json.loads(detail)
+        if len(found) == 2:
+            return found[METADATA], found[PROTOCOL]
+    for key in seg.checkpoint.keys if seg.checkpoint else ():
+        with _unreadable(key):
+            if key.endswith(".json"):
+                for text in storage.read(key).splitlines():
+                    action = json.loads(text) if text.strip() else {}
+                    for kind in (METADATA, PROTOCOL):
+                        if action.get(kind) is not None:
+                            found.setdefault(kind, action[kind])
+                continue
+            with _opened(storage, key) as f:
+                file = pq.ParquetFile(f)
+                wanted = [k for k in (METADATA, PROTOCOL) if k in file.schema_arrow.names]
+                table = file.read(columns=wanted)
+                for kind in wanted:
+                    for _, body in _present(table.column(kind)):
+                        found.setdefault(kind, _plain(body))
+    missing = [kind for kind in (METADATA, PROTOCOL) if kind not in found]
+    if missing:
+        raise BrokenLog(f"the Delta log has no {missing[0]} action: not a complete table; nothing was deleted")
+    return found[METADATA], found[PROTOCOL]
 
 
 def _json_actions(data: bytes, read: LogRead, table_uri: str) -> pa.RecordBatch:
@@ -208,8 +244,8 @@ def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: 
         return actions.field(name).cast(kind) if name in names else pa.nulls(n, kind)
 
     paths = field("path", pa.string())
-    odd = pc.or_(pc.match_substring(paths, "%"), pc.match_substring_regex(paths, "^[^/]*:"))
-    if pc.any(odd).as_py():  # percent-encoded or absolute: decoded one by one
+    odd = pc.match_substring_regex(paths, _ODD_PATH)
+    if pc.any(odd).as_py():  # percent-encoded, absolute or climbing: through table_key one by one
         paths = pa.array(
             [table_key(p, table_uri) if o else p for p, o in zip(paths.to_pylist(), odd.to_pylist())], pa.string()
         )

@@ -7,11 +7,12 @@ The order of a run, and why:
    metastore, no run folder, no Iceberg table's location, no symlink into one).
 2. `_delta_log/` is listed and the newest state's segment chosen (`log.segment`): no log is a
    clear error, a log with a hole deletes nothing.
-3. The segment's actions are read on the executors (`actions.read_actions`); the table's metadata
-   and protocol come back to the driver (one row each): its partition columns, its
-   `delta.deletedFileRetentionDuration` (the retention when none is given, and the least one
-   allowed without --force), and reader features lakegc must understand.
-4. The table is listed (not `_delta_log/`), and `vacuum.judge` picks the files.
+3. The driver reads the newest metaData and protocol (`actions.newest_metadata`: the last commits,
+   else two columns of the checkpoint): the partition columns, `delta.deletedFileRetentionDuration`
+   (the retention when none is given, and the least one allowed without --force), and reader
+   features lakegc must understand. All of this fails before a run starts.
+4. The table is listed (not `_delta_log/`, a top-level folder per task), the segment's actions
+   read on the executors (`actions.read_actions`), and `vacuum.judge` picks the files.
 5. Before deleting, the log is listed again: every file a commit made since the segment's version
    adds (or its deletion vector) is taken out of the list, so a writer committing during the run
    loses nothing.
@@ -19,14 +20,13 @@ The order of a run, and why:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from lakegc.connectors.delta.actions import ADD, METADATA, PROTOCOL, read_actions
+from lakegc.connectors.delta.actions import ADD, newest_metadata, read_actions
 from lakegc.connectors.delta.log import (
     DEFAULT_RETENTION,
     LOG,
@@ -52,7 +52,7 @@ from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 # Reader features whose tables lakegc reads correctly: none of them names files another way.
 # A table needing any other feature is refused (its files could be named where lakegc does not look).
@@ -133,12 +133,7 @@ def run_delta_gc(
     )
     files = read_log_files(storage)
     seg = segment(files)
-    if spark is None:
-        from lakegc.engine.spark import spark_session
-
-        spark = spark_session(options.master, options.conf)
-    actions = read_actions(spark, storage, seg, table_uri).persist()
-    state = table_state(actions, seg.version)
+    state = table_state(storage, seg)
     check_readable(state)
     retention = options.retention if options.retention is not None else state.retention
     check_retention(retention, state.retention, options.force)
@@ -158,8 +153,11 @@ def run_delta_gc(
     run, recorder = started.run, started.recorder
     timed = PhaseTimer(run, phase)
     with recorder.recording(run):
-        _mark(started, spark, storage, actions, keep, state, table_uri, retention, timed)
-        actions.unpersist()
+        if spark is None:
+            from lakegc.engine.spark import spark_session
+
+            spark = spark_session(options.master, options.conf)
+        _mark(started, spark, storage, seg, keep, state, table_uri, retention, timed)
         if options.dry_run:
             return run
         recorder.transition(run, RunState.SWEEPING)
@@ -174,27 +172,12 @@ def read_log_files(storage: Storage) -> LogFiles:
     return log_files(names)
 
 
-def table_state(actions: DataFrame, version: int) -> TableState:
-    """The newest metaData and protocol actions of the segment (two rows to the driver)."""
-    from pyspark.sql import functions as F
-
-    newest = (
-        actions.where(F.col("kind").isin(METADATA, PROTOCOL))
-        .groupBy("kind")
-        .agg(F.max(F.struct(F.col("version"), (-F.col("line")).alias("order"), F.col("detail"))).alias("w"))
-        .select("kind", "w.detail")
-        .collect()
-    )
-    found = {row["kind"]: json.loads(row["detail"]) for row in newest}
-    if METADATA not in found or PROTOCOL not in found:
-        raise LakegcError(
-            f"the Delta log has no {'metaData' if METADATA not in found else 'protocol'} action: "
-            "not a complete table; nothing was deleted"
-        )
-    metadata, protocol = found[METADATA], found[PROTOCOL]
+def table_state(storage: Storage, seg: Segment) -> TableState:
+    """The table's newest metadata and protocol, as far as GC needs them."""
+    metadata, protocol = newest_metadata(storage, seg)
     configured = (metadata.get("configuration") or {}).get("delta.deletedFileRetentionDuration")
     return TableState(
-        version,
+        seg.version,
         tuple(metadata.get("partitionColumns") or ()),
         parse_interval(configured) if configured else DEFAULT_RETENTION,
         tuple(protocol.get("readerFeatures") or ()),
@@ -206,7 +189,7 @@ def _mark(
     started: ConnectorRun,
     spark: SparkSession,
     storage: Storage,
-    actions: DataFrame,
+    seg: Segment,
     keep: list[Segment],
     state: TableState,
     table_uri: str,
@@ -219,7 +202,7 @@ def _mark(
     run = started.run
     now_ms = int(now_of(run).timestamp() * 1000)
     timed("listing the table", table_uri)
-    folders = location_folders(storage, "0", leave_out=(LOG,))
+    folders = location_folders(storage, "0", depth=1, leave_out=(LOG,))  # top-level folders, one task each
     listing = list_folders(spark, storage, folders, now_of(run) - retention).persist()
     started.tally_listing(listing, now_of(run))
     timed(
@@ -228,15 +211,24 @@ def _mark(
         + (f", and versions {', '.join(str(s.version) for s in keep)} to keep" if keep else ""),
     )
     kept = None
-    for seg in keep:
-        live = live_files(read_actions(spark, storage, seg, table_uri))
+    for kept_state in keep:
+        live = live_files(read_actions(spark, storage, kept_state, table_uri))
         kept = live if kept is None else kept.unionByName(live)
     decided = judge(
-        listing, actions, kept, state.partition_columns, now_ms, int(retention.total_seconds() * 1000)
+        listing,
+        read_actions(spark, storage, seg, table_uri),
+        kept,
+        state.partition_columns,
+        now_ms,
+        int(retention.total_seconds() * 1000),
+        deletion_vectors="deletionVectors" in state.reader_features,
     ).persist()
-    started.write_candidates(decided.dropDuplicates(["address"]))
-    repeats = decided.groupBy("address").count().where(F.col("count") > 1)
-    write_parquet(repeats, started.folder.storage, started.folder.key(REPEATS))
+    started.write_candidates(decided.drop("count"))
+    write_parquet(
+        decided.where(F.col("count") > 1).select("address", "count"),
+        started.folder.storage,
+        started.folder.key(REPEATS),
+    )
     decided.unpersist()
     listing.unpersist()
     timed.stop()

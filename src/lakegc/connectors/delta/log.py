@@ -115,15 +115,21 @@ def segment(files: LogFiles, version: int | None = None) -> Segment:
 
 def table_key(path: str, table_uri: str) -> str | None:
     """The key under the table root of an add or remove path: relative paths are percent-decoded;
-    an absolute URI counts only when it lies under the table (`table_uri`, ending in `/`), else
-    None (a file of another location: never this table's to delete or to list)."""
+    an absolute URI counts only when it lies under the table (`table_uri`, ending in `/`). None for
+    anything else: a file of another location, or a path that climbs out (`../x`, `a//b`, `/x`),
+    which is never this table's to delete or to list."""
     if ":" in path.split("/", 1)[0]:  # scheme://...: absolute
         decoded = unquote(path)
         for spelled in (table_uri, table_uri.replace("file:///", "file:/", 1)):
             if decoded.startswith(spelled):
-                return decoded[len(spelled) :]
+                return _plain_key(decoded[len(spelled) :])
         return None
-    return unquote(path) if "%" in path else path
+    return _plain_key(unquote(path) if "%" in path else path)
+
+
+def _plain_key(key: str) -> str | None:
+    parts = key.split("/")
+    return None if any(part in ("", ".", "..") for part in parts) else key
 
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from lakegc.connectors.delta.actions import ADD, REMOVE
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 EXPIRED_REMOVE, UNREFERENCED = "expired remove", "unreferenced"
 _VISIBLE_UNDERSCORE = ("_delta_index", "_change_data")
@@ -68,45 +68,117 @@ def judge(
     partition_columns: Sequence[str],
     now_ms: int,
     retention_ms: int,
+    deletion_vectors: bool = True,
 ) -> DataFrame:
-    """The files a full VACUUM deletes, one row per entry of delta-rs's list (an expired remove
-    named twice is two rows): address, size, mtime (null for a file the listing did not find),
-    reason. `listing`: LISTING rows of the table, hidden paths included; `actions`: the segment's
-    ACTIONS; `kept`: (path, dv) of the live adds of the versions to keep."""
+    """The files a full VACUUM deletes: address, size, mtime (null for a file the listing did not
+    find), reason, and `count`, how often delta-rs lists it (once, or once per expired remove
+    action naming it). `listing`: LISTING rows of the table, hidden paths included; `actions`: the
+    segment's ACTIONS; `kept`: (path, dv) of the live adds of the versions to keep;
+    `deletion_vectors`: whether the table may have any (its protocol has the feature).
+
+    Everything about a path meets in one place: the listing, the actions and the kept files are
+    shuffled by path once, then grouped by (path, deletion vector id) to replay the log, then by
+    path to decide (no further shuffle: the partitioning by path serves both groupings)."""
     from pyspark.sql import functions as F
 
     cutoff_ms = now_ms - retention_ms
-    live = live_files(actions)
+    columns = ["path", "dv_id", "kind", "version", "line", "deletion_ts", "size", "dv", "mtime"]
+    rows = (
+        actions.where(F.col("kind").isin(ADD, REMOVE) & F.col("path").isNotNull())
+        .withColumn("mtime", F.lit(None).cast("timestamp"))
+        .select(*columns)
+    )
+    rows = rows.unionByName(
+        listing.select(
+            F.col("address").alias("path"),
+            F.lit("").alias("dv_id"),
+            F.lit(_LISTED).alias("kind"),
+            *(F.lit(None).cast("long").alias(c) for c in ("version", "line", "deletion_ts")),
+            "size",
+            F.lit(None).cast("string").alias("dv"),
+            "mtime",
+        )
+    )
     if kept is not None:
-        live = live.unionByName(kept)
-    removes = actions.where(F.col("kind") == REMOVE).where(F.col("path").isNotNull())
-    expired = F.coalesce(F.col("deletion_ts"), F.lit(0)) < F.lit(cutoff_ms)
-    protected_paths = live.select("path")
-    protected_dvs = (
-        live.select(F.col("dv").alias("address"))
-        .unionByName(removes.where(~expired).select(F.col("dv").alias("address")))
-        .where(F.col("address").isNotNull())
+        rows = rows.unionByName(
+            kept.select(
+                "path",
+                F.lit("").alias("dv_id"),
+                F.lit(_KEPT).alias("kind"),
+                *(F.lit(None).cast("long").alias(c) for c in ("version", "line", "deletion_ts", "size")),
+                "dv",
+                F.lit(None).cast("timestamp").alias("mtime"),
+            )
+        )
+    kind = F.col("kind")
+    remove = kind == REMOVE
+    expired = remove & (F.coalesce(F.col("deletion_ts"), F.lit(0)) < F.lit(cutoff_ms))
+    replayed = (
+        _visible_paths(rows.repartition("path"), partition_columns)
+        .groupBy("path", "dv_id")
+        .agg(
+            F.max_by(kind == ADD, F.when(kind.isin(ADD, REMOVE), _order())).alias("live"),
+            F.sum(F.when(expired, 1).otherwise(0)).alias("expired"),
+            F.max(remove).alias("removed"),
+            F.max(kind == _KEPT).alias("kept"),
+            F.max(F.when(kind == _LISTED, F.col("size"))).alias("listed_size"),
+            F.max(F.when(kind == _LISTED, F.col("mtime"))).alias("mtime"),
+            F.max(F.when(remove, F.col("size"))).alias("removed_size"),
+        )
     )
+    per_path = replayed.groupBy("path").agg(
+        F.max("live").alias("live"),
+        F.max("kept").alias("kept"),
+        F.sum("expired").alias("expired"),
+        F.max("removed").alias("removed"),
+        F.max("listed_size").alias("listed_size"),
+        F.max("mtime").alias("mtime"),
+        F.max("removed_size").alias("removed_size"),
+    )
+    protected = F.coalesce(F.col("live"), F.lit(False)) | F.coalesce(F.col("kept"), F.lit(False))
+    stale = ~protected & (F.col("expired") > 0)
+    orphan = (
+        ~protected
+        & F.col("listed_size").isNotNull()
+        & ~F.coalesce(F.col("removed"), F.lit(False))
+        & (F.lit(now_ms) - F.floor(F.unix_micros("mtime") / 1000) >= F.lit(retention_ms))
+    )
+    decided = per_path.where(stale | orphan).select(
+        F.col("path").alias("address"),
+        F.coalesce(F.col("listed_size"), F.col("removed_size")).alias("size"),
+        "mtime",
+        F.when(stale, F.lit(EXPIRED_REMOVE)).otherwise(F.lit(UNREFERENCED)).alias("reason"),
+        F.when(stale, F.col("expired")).otherwise(F.lit(1)).cast("long").alias("count"),
+    )
+    if not deletion_vectors:
+        return decided
+    # a deletion vector's file is its own path: the ones a live add, a kept version or a remove
+    # inside the retention names stay (delta-rs protects only data files)
+    named = rows.where(F.col("dv").isNotNull())
+    live_dvs = (
+        named.where(kind.isin(ADD, REMOVE))
+        .groupBy("path", "dv_id")
+        .agg(F.max(F.struct(F.col("version"), (-F.col("line")).alias("o"), kind, "dv")).alias("newest"))
+        .where(F.col("newest.kind") == ADD)
+        .select(F.col("newest.dv").alias("address"))
+    )
+    other_dvs = named.where((kind == _KEPT) | (remove & ~expired)).select(F.col("dv").alias("address"))
+    return decided.join(live_dvs.unionByName(other_dvs), "address", "left_anti")
 
-    listed = listing.select("address", "size", "mtime")
-    stale = (
-        removes.where(expired).join(protected_paths, "path", "left_anti").select(F.col("path").alias("address"), "size")
-    )
-    stale = _visible(stale, partition_columns)
-    stale = stale.join(listed.select("address", "mtime"), "address", "left").withColumn("reason", F.lit(EXPIRED_REMOVE))
 
-    orphans = (
-        _visible(listed, partition_columns)
-        .join(removes.select(F.col("path").alias("address")), "address", "left_anti")
-        .join(protected_paths.withColumnRenamed("path", "address"), "address", "left_anti")
-        .where(F.lit(now_ms) - F.floor(F.unix_micros("mtime") / 1000) >= F.lit(retention_ms))
-        .withColumn("reason", F.lit(UNREFERENCED))
-    )
-    return (
-        stale.select("address", "size", "mtime", "reason")
-        .unionByName(orphans.select("address", "size", "mtime", "reason"))
-        .join(protected_dvs, "address", "left_anti")
-    )
+_LISTED, _KEPT = "listed", "kept"  # the judge's own row kinds, beside the log's add and remove
+
+
+def _order() -> Column:
+    """An action's place in the log as one number, larger for newer: the version, then the earlier
+    line first (a number, not a struct, so Spark aggregates it in a hash table)."""
+    from pyspark.sql import functions as F
+
+    return F.col("version") * F.lit(1 << 32) - F.col("line")
+
+
+def _visible_paths(frame: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
+    return _visible(frame.withColumnRenamed("path", "address"), partition_columns).withColumnRenamed("address", "path")
 
 
 def _visible(frame: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
