@@ -413,6 +413,28 @@ def test_deletion_vector_files_of_live_adds_are_kept(cli: Cli, table: Path) -> N
     assert (table / f"ab/deletion_vector_{live_dv}.bin").exists() and (table / add["path"]).exists()
 
 
+def test_a_file_removed_again_inside_the_retention_stays(cli: Cli, table: Path) -> None:
+    """Removed ten days ago, added back (a RESTORE), removed again today: delta-rs deletes it for
+    the old remove and time travel to the version that added it back breaks; lakegc keeps it
+    until its last remove is older than the retention, and lists everything else as delta-rs."""
+    write_deltalake(table, ROWS)
+    backdate(table)
+    log = table / "_delta_log"
+    add = next(json.loads(line)["add"] for line in (log / f"{0:020d}.json").read_text().splitlines() if '"add"' in line)
+    removed = {"path": add["path"], "dataChange": True, "size": add["size"]}
+    _commit(log, 1, [{"remove": {**removed, "deletionTimestamp": int((time.time() - 10 * 86_400) * 1000)}}])
+    _commit(log, 2, [{"add": add}])
+    _commit(log, 3, [{"remove": {**removed, "deletionTimestamp": int(time.time() * 1000)}}])
+    write_deltalake(table, ROWS, mode="append")
+    stray(table, "orphan.parquet")
+    delta_rs = oracle(table)
+    assert add["path"] in delta_rs
+    dry = cli("delta", "gc", str(table), "--dry-run", "--json").json()
+    assert dry["files"] == [f for f in delta_rs if f != add["path"]] == ["orphan.parquet"]
+    cli("delta", "gc", str(table))
+    assert DeltaTable(str(table), version=2).to_pyarrow_table().num_rows == ROWS.num_rows
+
+
 def test_a_commit_during_the_run_keeps_its_files(env: Env, tmp_path: Path, spark, monkeypatch) -> None:  # noqa: ANN001
     """A writer commits a file the mark judged unreferenced (written before, committed after the
     table's state was read): the sweep reads the log again and keeps it."""

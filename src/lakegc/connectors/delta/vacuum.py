@@ -7,13 +7,16 @@ Two sets of files go, both only when nothing keeps them:
 - *unreferenced files*: what a listing of the table finds that no action of the segment names,
   last modified at least the retention ago.
 Kept, whatever else holds: the files of the state's live adds and of every `--keep-versions`
-version's live adds; hidden paths (`hidden`); a listed file some remove inside the retention still
-names (time travel to those versions must work).
+version's live adds; hidden paths (`hidden`); an unreferenced-looking file some remove names.
 
-One deliberate difference, for safety: delta-rs only protects the data files of live adds, so a
-full vacuum deletes a live add's deletion-vector file once it is older than the retention, and
-the table can no longer be read (or deleted rows come back). lakegc keeps the deletion-vector files
-of live adds, of kept versions and of removes inside the retention.
+Two deliberate differences, both for safety, where delta-rs would break reads it promises:
+- delta-rs protects only the data files of live adds, so a full vacuum deletes a live add's
+  deletion-vector file once it is older than the retention, and the table can no longer be read
+  (or deleted rows come back). lakegc keeps the deletion-vector files of live adds, of kept
+  versions and of removes inside the retention.
+- a file removed, added again and removed again inside the retention: delta-rs deletes it for the
+  old remove, and time travel to the versions before the new one fails. lakegc keeps a file while
+  any remove naming it is inside the retention.
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ def judge(
             F.max_by(kind == ADD, F.when(kind.isin(ADD, REMOVE), _order())).alias("live"),
             F.sum(F.when(expired, 1).otherwise(0)).alias("expired"),
             F.max(remove).alias("removed"),
+            F.max(remove & ~expired).alias("recent"),
             F.max(kind == _KEPT).alias("kept"),
             F.max(F.when(kind == _LISTED, F.col("size"))).alias("listed_size"),
             F.max(F.when(kind == _LISTED, F.col("mtime"))).alias("mtime"),
@@ -131,12 +135,15 @@ def judge(
         F.max("kept").alias("kept"),
         F.sum("expired").alias("expired"),
         F.max("removed").alias("removed"),
+        F.max("recent").alias("recent"),
         F.max("listed_size").alias("listed_size"),
         F.max("mtime").alias("mtime"),
         F.max("removed_size").alias("removed_size"),
     )
     protected = F.coalesce(F.col("live"), F.lit(False)) | F.coalesce(F.col("kept"), F.lit(False))
-    stale = ~protected & (F.col("expired") > 0)
+    # a file removed again inside the retention stays: time travel to the versions before that
+    # remove reads it (delta-rs deletes it for its older, expired remove)
+    stale = ~protected & (F.col("expired") > 0) & ~F.coalesce(F.col("recent"), F.lit(False))
     orphan = (
         ~protected
         & F.col("listed_size").isNotNull()
