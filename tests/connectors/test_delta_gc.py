@@ -146,6 +146,13 @@ def test_paths_decode_as_delta_writes_them() -> None:
     assert table_key("part=a%2520b/x.parquet", "file:///t/") == "part=a%20b/x.parquet"
     assert table_key("file:///t/a/x.parquet", "file:///t/") == "a/x.parquet"
     assert table_key("s3://other/x.parquet", "file:///t/") is None
+    assert table_key("s3a://bucket/t/x.parquet", "s3://bucket/t/") == "x.parquet"  # s3a is s3
+    # an odd spelling is never a file to delete, but still protects the file it folds to
+    for odd, folded in (("a//x.parquet", "a/x.parquet"), ("./x.parquet", "x.parquet"), ("a/../x.parquet", "x.parquet")):
+        assert table_key(odd, "file:///t/") is None
+        assert table_key(odd, "file:///t/", protects=True) == folded
+    assert table_key("file:///t/a//x.parquet", "file:///t/", protects=True) == "a/x.parquet"
+    assert table_key("../x.parquet", "file:///t/", protects=True) is None  # outside: nothing of ours
     assert parse_interval("interval 2 days") == timedelta(days=2)
     assert parse_interval("interval 1 week") == timedelta(weeks=1)
 
@@ -433,6 +440,24 @@ def test_a_file_removed_again_inside_the_retention_stays(cli: Cli, table: Path) 
     assert dry["files"] == [f for f in delta_rs if f != add["path"]] == ["orphan.parquet"]
     cli("delta", "gc", str(table))
     assert DeltaTable(str(table), version=2).to_pyarrow_table().num_rows == ROWS.num_rows
+
+
+def test_live_files_named_oddly_or_absolutely_are_kept(cli: Cli, table: Path) -> None:
+    """Adds that spell a file `./x`, `a//x` or as an absolute URI (a shallow clone's adds) keep it:
+    a live file is never judged unreferenced for how its path is written."""
+    write_deltalake(table, ROWS)
+    for key in ("dot.parquet", "a/slashes.parquet", "absolute.parquet"):
+        stray(table, key)
+    spelled = ("./dot.parquet", "a//slashes.parquet", (table / "absolute.parquet").as_uri())
+    adds = [
+        {"add": {"path": p, "partitionValues": {}, "size": 25, "modificationTime": 0, "dataChange": True}}
+        for p in spelled
+    ]
+    _commit(table / "_delta_log", 1, adds)
+    stray(table, "orphan.parquet")
+    run = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()
+    assert run["files"] == ["orphan.parquet"]
+    assert all((table / key).exists() for key in ("dot.parquet", "a/slashes.parquet", "absolute.parquet"))
 
 
 def test_a_commit_during_the_run_keeps_its_files(env: Env, tmp_path: Path, spark, monkeypatch) -> None:  # noqa: ANN001

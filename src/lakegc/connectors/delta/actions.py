@@ -173,7 +173,7 @@ def _file_row(kind: str, body: dict, version: int, line: int, table_uri: str) ->
     storage_type, where, offset = (dv.get(f) for f in _DV_FIELDS)
     return (
         kind,
-        table_key(body["path"], table_uri),
+        table_key(body["path"], table_uri, protects=kind == ADD),
         dv_key(storage_type, where, table_uri),
         dv_id(storage_type, where, offset),
         version,
@@ -247,7 +247,11 @@ def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: 
     odd = pc.match_substring_regex(paths, _ODD_PATH)
     if pc.any(odd).as_py():  # percent-encoded, absolute or climbing: through table_key one by one
         paths = pa.array(
-            [table_key(p, table_uri) if o else p for p, o in zip(paths.to_pylist(), odd.to_pylist())], pa.string()
+            [
+                table_key(p, table_uri, protects=kind == ADD) if o else p
+                for p, o in zip(paths.to_pylist(), odd.to_pylist())
+            ],
+            pa.string(),
         )
     dv_keys, dv_ids = pa.nulls(n, pa.string()), pa.repeat(pa.scalar("", pa.string()), n)
     if "deletionVector" in names and actions.field("deletionVector").null_count < n:

@@ -16,6 +16,7 @@ listing of the table finds.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import uuid
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import unquote
 
+from lakegc.connectors.iceberg.paths import parse_location, within
 from lakegc.errors import LakegcError
 
 LOG = "_delta_log/"
@@ -113,23 +115,32 @@ def segment(files: LogFiles, version: int | None = None) -> Segment:
     return Segment(target, checkpoint, tuple((v, files.commits[v]) for v in range(start, target + 1)))
 
 
-def table_key(path: str, table_uri: str) -> str | None:
+def table_key(path: str, table_uri: str, *, protects: bool = False) -> str | None:
     """The key under the table root of an add or remove path: relative paths are percent-decoded;
-    an absolute URI counts only when it lies under the table (`table_uri`, ending in `/`). None for
-    anything else: a file of another location, or a path that climbs out (`../x`, `a//b`, `/x`),
-    which is never this table's to delete or to list."""
-    if ":" in path.split("/", 1)[0]:  # scheme://...: absolute
-        decoded = unquote(path)
-        for spelled in (table_uri, table_uri.replace("file:///", "file:/", 1)):
-            if decoded.startswith(spelled):
-                return _plain_key(decoded[len(spelled) :])
+    an absolute URI counts only when it lies under the table (`table_uri`, ending in `/`), compared
+    as Iceberg's orphan removal compares locations (`s3a://` and `s3n://` are `s3://`, `file:/` is
+    `file:///`). An oddly spelled path (`a//b`, `./a`, `a/../b`) is never a file to delete: for a
+    remove it is None; for a path that `protects` a file (an add, a deletion vector) it is the key
+    it folds to, so the file it most likely names stays. None too for anything outside the table."""
+    absolute = ":" in path.split("/", 1)[0]  # scheme://...
+    decoded = unquote(path) if absolute or "%" in path else path
+    if absolute:
+        where, root = parse_location(decoded), parse_location(table_uri)  # dot segments and // folded
+        if not within(where, root) or where.path == root.path:
+            return None
+        spelled = decoded.split("://", 1)[-1] if "://" in decoded else decoded.split(":", 1)[1]
+        odd = "//" in spelled or any(part in (".", "..") for part in spelled.split("/"))
+        return where.path[len(root.path.rstrip("/")) + 1 :] if protects or not odd else None
+    if _plain(decoded):
+        return decoded
+    if not protects or decoded.startswith("/"):
         return None
-    return _plain_key(unquote(path) if "%" in path else path)
+    folded = posixpath.normpath(decoded)
+    return None if folded in (".", "..") or folded.startswith("../") else folded
 
 
-def _plain_key(key: str) -> str | None:
-    parts = key.split("/")
-    return None if any(part in ("", ".", "..") for part in parts) else key
+def _plain(key: str) -> bool:
+    return not any(part in ("", ".", "..") for part in key.split("/"))
 
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -162,7 +173,7 @@ def dv_key(storage_type: str | None, path_or_inline: str | None, table_uri: str)
             raise BrokenLog(f"a deletion vector names {path_or_inline!r}, which is not a valid descriptor") from None
         return f"{prefix}/{name}" if prefix else name
     if storage_type == "p" and path_or_inline:
-        return table_key(path_or_inline, table_uri)
+        return table_key(path_or_inline, table_uri, protects=True)
     return None
 
 
