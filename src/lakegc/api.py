@@ -538,16 +538,18 @@ def delta_gc(
 
 
 def delta_files(run_id: str, *, runs_location: str | None = None, spark: SparkSession | None = None) -> Iterator[str]:
-    """The files a `delta_gc` run deletes (or would), as delta-rs's vacuum lists them: table-relative,
-    sorted, streamed."""
+    """The files a `delta_gc` run sent to delete (a dry run: would), the multiset delta-rs's vacuum
+    returns, sorted, table-relative, streamed."""
     from lakegc.connectors.delta.gc import file_list
 
+    found = connector_run("delta", run_id, runs_location=runs_location)
     if spark is None:
         from lakegc.engine.spark import spark_session
 
         settings = load_settings()
         spark = spark_session(settings.master(None), settings.spark_conf(None))
-    return file_list(spark, connector_folder("delta", run_id, runs_location=runs_location))
+    folder = connector_folder("delta", found.run_id, runs_location=runs_location)
+    return file_list(spark, folder, swept=not found.dry_run)
 
 
 def connector_runs(kind: str, *, runs_location: str | None = None) -> list[Run]:

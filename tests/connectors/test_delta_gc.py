@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from conftest import CliResult, Env, one_error, snapshot
 from deltalake import DeltaTable, write_deltalake
 
 from lakegc.connectors.delta.log import BrokenLog, log_files, parse_interval, segment, table_key, z85_uuid
-from lakegc.connectors.delta.vacuum import hidden, old_enough
+from lakegc.connectors.delta.vacuum import hidden
 
 Cli = Callable[..., CliResult]
 ROWS = pa.table({"id": pa.array(range(6), pa.int64()), "deleted": pa.array([True, False] * 3), "v": list("abcdef")})
@@ -122,8 +123,18 @@ def test_hidden_paths_follow_delta_rs(key: str, columns: tuple[str, ...], expect
     assert hidden(key, columns) is expected
 
 
-def test_age_boundary_is_inclusive() -> None:
-    assert old_enough(1_000, 5_000, 4_000) and not old_enough(1_001, 5_000, 4_000)
+def test_the_spark_filter_hides_what_the_rule_hides(spark) -> None:  # noqa: ANN001
+    """`_visible`, the filter the run uses, agrees with `hidden` on every case above."""
+    from lakegc.connectors.delta.vacuum import _visible
+
+    cases = test_hidden_paths_follow_delta_rs.pytestmark[0].args[1]
+    for columns in {c for _, c, _ in cases}:
+        keys = [k for k, _, _ in cases]
+        shown = {
+            r["address"]
+            for r in _visible(spark.createDataFrame([(k,) for k in keys], "address string"), columns).collect()
+        }
+        assert shown == {k for k in keys if not hidden(k, columns)}, columns
 
 
 def test_segment_takes_the_newest_complete_checkpoint_and_refuses_holes() -> None:
@@ -143,16 +154,16 @@ def test_segment_takes_the_newest_complete_checkpoint_and_refuses_holes() -> Non
 
 
 def test_paths_decode_as_delta_writes_them() -> None:
-    assert table_key("part=a%2520b/x.parquet", "file:///t/") == "part=a%20b/x.parquet"
-    assert table_key("file:///t/a/x.parquet", "file:///t/") == "a/x.parquet"
-    assert table_key("s3://other/x.parquet", "file:///t/") is None
-    assert table_key("s3a://bucket/t/x.parquet", "s3://bucket/t/") == "x.parquet"  # s3a is s3
+    assert table_key("part=a%2520b/x.parquet", ("file:///t/",)) == "part=a%20b/x.parquet"
+    assert table_key("file:///t/a/x.parquet", ("file:///t/",)) == "a/x.parquet"
+    assert table_key("s3://other/x.parquet", ("file:///t/",)) is None
+    assert table_key("s3a://bucket/t/x.parquet", ("s3://bucket/t/",)) == "x.parquet"  # s3a is s3
     # an odd spelling is never a file to delete, but still protects the file it folds to
     for odd, folded in (("a//x.parquet", "a/x.parquet"), ("./x.parquet", "x.parquet"), ("a/../x.parquet", "x.parquet")):
-        assert table_key(odd, "file:///t/") is None
-        assert table_key(odd, "file:///t/", protects=True) == folded
-    assert table_key("file:///t/a//x.parquet", "file:///t/", protects=True) == "a/x.parquet"
-    assert table_key("../x.parquet", "file:///t/", protects=True) is None  # outside: nothing of ours
+        assert table_key(odd, ("file:///t/",)) is None
+        assert table_key(odd, ("file:///t/",), protects=True) == folded
+    assert table_key("file:///t/a//x.parquet", ("file:///t/",), protects=True) == "a/x.parquet"
+    assert table_key("../x.parquet", ("file:///t/",), protects=True) is None  # outside: nothing of ours
     assert parse_interval("interval 2 days") == timedelta(days=2)
     assert parse_interval("interval 1 week") == timedelta(weeks=1)
 
@@ -683,3 +694,149 @@ def test_wrong_flags_are_one_line_errors(cli: Cli, table: Path) -> None:
     one_error(cli("delta", "gc", str(table), "--retention", "soon", ok=False), "invalid duration")
     one_error(cli("delta", "gc", str(table), "--keep-versions", "-1", ok=False), "--keep-versions")
     one_error(cli("delta", "gc", str(table / "_delta_log"), "--dry-run", ok=False), "no Delta log")
+
+
+# -- attacks from the review: nested tables, unknown writers, a log replaced, spellings -----------
+def test_a_delta_table_nested_inside_is_refused(cli: Cli, table: Path) -> None:
+    """A table inside the table's folder would be wiped (its log too): refused, nothing deleted."""
+    write_deltalake(table, ROWS)
+    write_deltalake(table / "sub", ROWS)
+    backdate(table)
+    before = snapshot(table)
+    one_error(cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False), "inside this one", "sub/")
+    assert snapshot(table) == before
+
+
+@pytest.mark.parametrize("feature", ["icebergCompatV2", "coordinatedCommits-preview", "somethingNewer"])
+def test_writer_features_lakegc_does_not_collect_are_refused(cli: Cli, table: Path, feature: str) -> None:
+    """UniForm keeps Iceberg metadata no Delta action names; coordinated commits keep the newest
+    commits outside `_delta_log/`: such tables, and unknown writer features, are refused."""
+    write_deltalake(table, ROWS)
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", feature]}
+    _commit(table / "_delta_log", 1, [{"protocol": protocol}])
+    stray(table, "metadata/v1.metadata.json")
+    one_error(cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False), feature)
+    assert (table / "metadata/v1.metadata.json").exists()
+
+
+def test_a_log_replaced_during_the_run_deletes_nothing(env: Env, table: Path, spark, monkeypatch) -> None:  # noqa: ANN001
+    """The table is dropped and recreated between the mark and the sweep (its version's commit is
+    another file now): the sweep stops, nothing is deleted."""
+    from lakegc import api
+    from lakegc.connectors.delta import gc as delta_gc
+    from lakegc.errors import LakegcError
+
+    write_deltalake(table, ROWS)
+    write_deltalake(table, ROWS, mode="overwrite")
+    stray(table, "orphan.parquet")
+    original = delta_gc._sweep
+
+    def replace_then_sweep(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        shutil.rmtree(table / "_delta_log")
+        write_deltalake(table, ROWS, mode="overwrite")  # another table at the same place, version 0 again
+        write_deltalake(table, ROWS, mode="append")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(delta_gc, "_sweep", replace_then_sweep)
+    monkeypatch.setenv("LAKEGC_HOME", str(env.home))
+    before = {k for k in snapshot(table) if not k.startswith("_delta_log/")}
+    with pytest.raises(LakegcError, match="changed under the run"):
+        api.delta_gc(str(table), retention=timedelta(0), force=True, spark=spark)
+    assert before <= set(snapshot(table))
+
+
+def test_adds_spelled_as_written_or_with_colons_keep_their_files(cli: Cli, table: Path) -> None:
+    """A writer that does not escape its paths (`ts=10%3A00` is the folder's real name) and a
+    relative path with `:` in its first folder: both files stay."""
+    write_deltalake(table, ROWS)
+    for key in ("ts=10%3A00/raw.parquet", "ts=10:00/colon.parquet"):
+        stray(table, key)
+    adds = [
+        {"add": {"path": p, "partitionValues": {}, "size": 25, "modificationTime": 0, "dataChange": True}}
+        for p in ("ts=10%3A00/raw.parquet", "ts=10:00/colon.parquet")
+    ]
+    _commit(table / "_delta_log", 1, adds)
+    stray(table, "orphan.parquet")
+    assert cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()["files"] == [
+        "orphan.parquet"
+    ]
+    assert (table / "ts=10%3A00/raw.parquet").exists() and (table / "ts=10:00/colon.parquet").exists()
+
+
+def test_absolute_adds_through_the_real_location_keep_their_files(cli: Cli, tmp_path: Path) -> None:
+    """The table is run through a symlinked parent; a shallow clone's add names the real path."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    write_deltalake(real / "t", ROWS)
+    link.symlink_to(real, target_is_directory=True)
+    stray(real / "t", "cloned.parquet")
+    add = {"path": (real / "t" / "cloned.parquet").as_uri(), "partitionValues": {}, "size": 25,
+           "modificationTime": 0, "dataChange": True}  # fmt: skip
+    _commit(real / "t" / "_delta_log", 1, [{"add": add}])
+    files = cli("delta", "gc", str(link / "t"), "--retention", "0s", "--force", "--json").json()["files"]
+    assert files == [] and (real / "t" / "cloned.parquet").exists()
+
+
+def test_a_checkpoint_without_add_paths_deletes_nothing(cli: Cli, table: Path) -> None:
+    """A checkpoint whose add column lost its paths would make every file look unreferenced."""
+    for _ in range(2):
+        write_deltalake(table, ROWS, mode="overwrite")
+    dt = DeltaTable(str(table))
+    dt.create_checkpoint()
+    checkpoint = table / "_delta_log" / f"{dt.version():020d}.checkpoint.parquet"
+    rows = pq.read_table(checkpoint)
+    pq.write_table(rows.drop_columns(["add"]), checkpoint)
+    backdate(table)
+    before = snapshot(table)
+    one_error(cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False), "add.path")
+    assert snapshot(table) == before
+
+
+def test_deletion_vectors_stay_even_when_the_newest_protocol_drops_the_feature(cli: Cli, table: Path) -> None:
+    """A remove inside the retention names a file with a deletion vector; the newest protocol no
+    longer lists deletionVectors: time travel still needs the vector's file, so it stays."""
+    write_deltalake(table, ROWS, configuration={"delta.enableDeletionVectors": "true"})
+    log = table / "_delta_log"
+    add = next(json.loads(line)["add"] for line in (log / f"{0:020d}.json").read_text().splitlines() if '"add"' in line)
+    dv = uuid.uuid4()
+    stray(table, f"deletion_vector_{dv}.bin")
+    descriptor = {
+        "storageType": "u",
+        "pathOrInlineDv": _z85(dv.bytes),
+        "offset": 1,
+        "sizeInBytes": 10,
+        "cardinality": 1,
+    }
+    removed = {
+        "path": add["path"],
+        "dataChange": True,
+        "size": add["size"],
+        "deletionTimestamp": int(time.time() * 1000),
+    }
+    _commit(log, 1, [{"remove": removed}, {"add": {**add, "deletionVector": descriptor}}])
+    _commit(log, 2, [{"remove": {**removed, "deletionVector": descriptor}}])
+    _commit(log, 3, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}])
+    run = cli("delta", "gc", str(table), "--retention", "1h", "--force", "--json").json()
+    assert f"deletion_vector_{dv}.bin" not in run["files"]
+    assert (table / f"deletion_vector_{dv}.bin").exists()
+
+
+def test_malformed_metadata_is_one_error(cli: Cli, table: Path) -> None:
+    write_deltalake(table, ROWS)
+    metadata = json.loads(
+        next(line for line in (table / "_delta_log" / f"{0:020d}.json").read_text().splitlines() if "metaData" in line)
+    )["metaData"]
+    _commit(table / "_delta_log", 1, [{"metaData": {**metadata, "partitionColumns": "deleted"}}])
+    one_error(cli("delta", "gc", str(table), "--dry-run", ok=False), "malformed")
+    _commit(
+        table / "_delta_log",
+        2,
+        [
+            {
+                "metaData": {
+                    **metadata,
+                    "configuration": {"delta.deletedFileRetentionDuration": "interval 99999999999 days"},
+                }
+            }
+        ],
+    )
+    one_error(cli("delta", "gc", str(table), "--dry-run", ok=False), "deletedFileRetentionDuration")

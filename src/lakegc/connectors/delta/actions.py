@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakegc.connectors.delta.log import SIDECARS, BrokenLog, Segment, dv_id, dv_key, table_key
+from lakegc.connectors.delta.log import ABSOLUTE, SIDECARS, BrokenLog, Segment, dv_id, dv_key, table_key
 from lakegc.errors import ObjectNotFound, first_line
 from lakegc.storage import LocalStorage, Storage
 
@@ -79,7 +79,7 @@ def plan_reads(storage: Storage, seg: Segment) -> list[LogRead]:
     return reads
 
 
-def read_actions(spark: SparkSession, storage: Storage, seg: Segment, table_uri: str) -> DataFrame:
+def read_actions(spark: SparkSession, storage: Storage, seg: Segment, roots: tuple[str, ...]) -> DataFrame:
     """Every action of the segment GC needs (ACTIONS rows), read on the executors."""
     from lakegc.engine.spark import work_items
 
@@ -88,20 +88,20 @@ def read_actions(spark: SparkSession, storage: Storage, seg: Segment, table_uri:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                yield from file_actions(storage, reads[index], table_uri)
+                yield from file_actions(storage, reads[index], roots)
 
     tasks = spark.sparkContext.defaultParallelism * 4
     return work_items(spark, len(reads), tasks).mapInArrow(run, ACTIONS_DDL)
 
 
-def file_actions(storage: Storage, read: LogRead, table_uri: str) -> Iterator[pa.RecordBatch]:
+def file_actions(storage: Storage, read: LogRead, roots: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """The actions of one read, as ACTIONS batches."""
     with _unreadable(read.key):
         if read.parquet:
             with _opened(storage, read.key) as f:
-                yield from _parquet_actions(pq.ParquetFile(f), read, table_uri)
+                yield from _parquet_actions(pq.ParquetFile(f), read, roots)
         else:
-            yield _json_actions(storage.read(read.key), read, table_uri)
+            yield _json_actions(storage.read(read.key), read, roots)
 
 
 @contextmanager
@@ -151,7 +151,7 @@ def newest_metadata(storage: Storage, seg: Segment) -> tuple[dict, dict]:
     return found[METADATA], found[PROTOCOL]
 
 
-def _json_actions(data: bytes, read: LogRead, table_uri: str) -> pa.RecordBatch:
+def _json_actions(data: bytes, read: LogRead, roots: tuple[str, ...]) -> pa.RecordBatch:
     rows: list[tuple[Any, ...]] = []
     for line, text in enumerate(data.splitlines()):
         if not text.strip():
@@ -161,20 +161,25 @@ def _json_actions(data: bytes, read: LogRead, table_uri: str) -> pa.RecordBatch:
             raise ValueError(f"line {line + 1} is not an action")
         for kind in (ADD, REMOVE):
             if (body := action.get(kind)) is not None:
-                rows.append(_file_row(kind, body, read.version, line, table_uri))
+                rows += _file_rows(kind, body, read.version, line, roots)
         for kind in (METADATA, PROTOCOL):
             if (body := action.get(kind)) is not None:
                 rows.append((kind, None, None, "", read.version, line, None, None, json.dumps(body)))
     return _batch(rows)
 
 
-def _file_row(kind: str, body: dict, version: int, line: int, table_uri: str) -> tuple[Any, ...]:
+def _file_rows(kind: str, body: dict, version: int, line: int, roots: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """One ACTIONS row, and for an add whose path has `%` escapes a second one for the path as
+    written (`_as_written`)."""
+    path = body["path"]
+    if not isinstance(path, str):
+        raise ValueError(f"a {kind} action has no path")
     dv = body.get("deletionVector") or {}
     storage_type, where, offset = (dv.get(f) for f in _DV_FIELDS)
-    return (
+    row = (
         kind,
-        table_key(body["path"], table_uri, protects=kind == ADD),
-        dv_key(storage_type, where, table_uri),
+        table_key(path, roots, protects=kind == ADD),
+        dv_key(storage_type, where, roots),
         dv_id(storage_type, where, offset),
         version,
         line,
@@ -182,9 +187,17 @@ def _file_row(kind: str, body: dict, version: int, line: int, table_uri: str) ->
         body.get("size"),
         None,
     )
+    return [row, (row[0], path, *row[2:])] if _as_written(kind, path) else [row]
 
 
-def _parquet_actions(file: pq.ParquetFile, read: LogRead, table_uri: str) -> Iterator[pa.RecordBatch]:
+def _as_written(kind: str, path: str) -> bool:
+    """An add path with `%` escapes names, by the protocol, the file its decoded form names; a
+    writer that does not escape (some converters) names the file spelled as written. An add
+    protects both: one of them is usually absent, and keeping a file never loses data."""
+    return kind == ADD and "%" in path and table_key(path, ()) is not None and ABSOLUTE.match(path) is None
+
+
+def _parquet_actions(file: pq.ParquetFile, read: LogRead, roots: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """A checkpoint's (or sidecar's) actions: only the columns GC needs are read, and the file
     actions are built column-wise (a million adds in a checkpoint is the common case)."""
     schema = file.schema_arrow
@@ -193,18 +206,20 @@ def _parquet_actions(file: pq.ParquetFile, read: LogRead, table_uri: str) -> Ite
     fields = ("path", "size", "deletionTimestamp", "deletionVector")
     wanted = [f"{kind}.{c}" for kind in (ADD, REMOVE) for c in fields if c in nested.get(kind, ())]
     wanted += [kind for kind in (METADATA, PROTOCOL) if kind in names]
+    if "path" not in nested.get(ADD, ()):
+        raise ValueError("it has no add.path column")  # a checkpoint without its adds would orphan every file
     groups = list(read.row_groups) if read.row_groups is not None else list(range(file.metadata.num_row_groups))
     first = sum(file.metadata.row_group(g).num_rows for g in range(groups[0])) if groups else 0
     for group in groups:
         table = file.read_row_groups([group], columns=wanted).combine_chunks()
         for kind in (ADD, REMOVE):
             if kind in table.column_names:
-                yield _file_batch(
+                yield from _file_batches(
                     kind,
                     table.column(kind).chunk(0) if table.column(kind).num_chunks else None,
                     read.version,
                     first,
-                    table_uri,
+                    roots,
                 )
         rows = [
             (kind, None, None, "", read.version, first + i, None, None, json.dumps(_plain(body)))
@@ -225,12 +240,15 @@ def _present(column: pa.ChunkedArray) -> Iterator[tuple[int, Any]]:
         yield i, column[i].as_py()
 
 
-def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: int, table_uri: str) -> pa.RecordBatch:
-    """ACTIONS rows of the add (or remove) column of a checkpoint row group."""
+def _file_batches(
+    kind: str, actions: pa.StructArray | None, version: int, first: int, roots: tuple[str, ...]
+) -> list[pa.RecordBatch]:
+    """ACTIONS rows of the add (or remove) column of a checkpoint row group (and, for adds with
+    `%` escapes, the rows of their paths as written: `_as_written`)."""
     import pyarrow.compute as pc
 
     if actions is None:
-        return _batch([])
+        return []
     rows = pc.indices_nonzero(pc.is_valid(actions))
     actions = actions.take(rows)
     n = len(actions)
@@ -243,23 +261,22 @@ def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: 
     def field(name: str, kind: pa.DataType) -> pa.Array:
         return actions.field(name).cast(kind) if name in names else pa.nulls(n, kind)
 
-    paths = field("path", pa.string())
+    written = paths = field("path", pa.string())
+    if paths.null_count:
+        raise ValueError(f"a {kind} action has no path")
     odd = pc.match_substring_regex(paths, _ODD_PATH)
     if pc.any(odd).as_py():  # percent-encoded, absolute or climbing: through table_key one by one
         paths = pa.array(
-            [
-                table_key(p, table_uri, protects=kind == ADD) if o else p
-                for p, o in zip(paths.to_pylist(), odd.to_pylist())
-            ],
+            [table_key(p, roots, protects=kind == ADD) if o else p for p, o in zip(paths.to_pylist(), odd.to_pylist())],
             pa.string(),
         )
     dv_keys, dv_ids = pa.nulls(n, pa.string()), pa.repeat(pa.scalar("", pa.string()), n)
     if "deletionVector" in names and actions.field("deletionVector").null_count < n:
         dvs = actions.field("deletionVector").to_pylist()
         parts = [tuple((d or {}).get(f) for f in _DV_FIELDS) for d in dvs]
-        dv_keys = pa.array([dv_key(t, w, table_uri) for t, w, _ in parts], pa.string())
+        dv_keys = pa.array([dv_key(t, w, roots) for t, w, _ in parts], pa.string())
         dv_ids = pa.array([dv_id(t, w, o) for t, w, o in parts], pa.string())
-    return pa.RecordBatch.from_arrays(
+    batch = pa.RecordBatch.from_arrays(
         [
             pa.repeat(pa.scalar(kind, pa.string()), n),
             paths,
@@ -273,6 +290,10 @@ def _file_batch(kind: str, actions: pa.StructArray | None, version: int, first: 
         ],
         schema=ACTIONS,
     )
+    if kind != ADD or not pc.any(pc.match_substring(written, "%")).as_py():
+        return [batch]
+    again = pa.array([_as_written(kind, p) for p in written.to_pylist()], pa.bool_())
+    return [batch, batch.filter(again).set_column(1, "path", written.filter(again))]
 
 
 def _plain(value: Any) -> Any:
@@ -309,7 +330,7 @@ def _sidecars(storage: Storage, checkpoint_keys: tuple[str, ...]) -> list[str]:
 
 
 def _sidecar_key(path: str) -> str:
-    key = table_key(path, "")
+    key = table_key(path, ())
     if key is None or "/" in key:
         raise BrokenLog(f"a V2 checkpoint names sidecar {path!r}, which is not a file of _delta_log/_sidecars/")
     return SIDECARS + key

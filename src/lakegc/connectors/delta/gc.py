@@ -30,6 +30,7 @@ from lakegc.connectors.delta.actions import ADD, newest_metadata, read_actions
 from lakegc.connectors.delta.log import (
     DEFAULT_RETENTION,
     LOG,
+    BrokenLog,
     LogFiles,
     Segment,
     log_files,
@@ -47,12 +48,12 @@ from lakegc.engine.listing import list_folders, location_folders, open_location
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, RunFolder, RunState
-from lakegc.errors import InvalidArgument, LakegcError
+from lakegc.errors import InvalidArgument, LakegcError, UnsafeLocation
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # Reader features whose tables lakegc reads correctly: none of them names files another way.
 # A table needing any other feature is refused (its files could be named where lakegc does not look).
@@ -70,6 +71,23 @@ KNOWN_READER_FEATURES = frozenset(
         "variantShredding-preview",
     }
 )
+# Writer features lakegc knows keep every file of the table in this table's log and folder. Any
+# other is refused: coordinated commits and catalog-managed tables keep their newest commits
+# elsewhere (`_delta_log/_staged_commits/`, a catalog), UniForm (`icebergCompat*`) keeps Iceberg
+# metadata under the table that no Delta action names; an unknown one may do either.
+KNOWN_WRITER_FEATURES = KNOWN_READER_FEATURES | {
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "identityColumns",
+    "rowTracking",
+    "domainMetadata",
+    "clustering",
+    "inCommitTimestamp",
+    "allowColumnDefaults",
+}
 REPEATS = "repeats"  # files delta-rs would list more than once (removed by several actions)
 
 
@@ -94,6 +112,8 @@ class TableState:
     retention: timedelta  # delta.deletedFileRetentionDuration, or 7 days
     reader_features: tuple[str, ...]
     min_reader_version: int
+    writer_features: tuple[str, ...] = ()
+    min_writer_version: int = 2
 
 
 def check_retention(retention: timedelta, table: timedelta, force: bool) -> None:
@@ -110,10 +130,19 @@ def check_retention(retention: timedelta, table: timedelta, force: bool) -> None
 
 
 def check_readable(state: TableState) -> None:
+    """Refuse a table whose protocol lakegc does not fully understand: its files could be named
+    where lakegc does not look (the reason Delta has `vacuumProtocolCheck`)."""
     unknown = sorted(set(state.reader_features) - KNOWN_READER_FEATURES)
     if state.min_reader_version > 3 or unknown:
         what = ", ".join(unknown) or f"reader version {state.min_reader_version}"
         raise LakegcError(f"the table needs Delta reader features lakegc does not know ({what}); nothing was deleted")
+    unknown = sorted(set(state.writer_features) - KNOWN_WRITER_FEATURES)
+    if state.min_writer_version > 7 or unknown:
+        what = ", ".join(unknown) or f"writer version {state.min_writer_version}"
+        raise LakegcError(
+            f"the table uses Delta writer features lakegc does not collect ({what}): files it needs may live "
+            "where its Delta log does not name them; nothing was deleted"
+        )
 
 
 def run_delta_gc(
@@ -128,11 +157,13 @@ def run_delta_gc(
     runs_location = options.runs_location or default_runs_location()
     storage = open_location(location, "table location")
     table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
-    check_root(
+    real = check_root(
         storage.uri, "table location", connector_protected(options.metastore, runs_location) + iceberg_table_places()
     )
+    roots = (table_uri, unquote(real).rstrip("/") + "/")  # absolute paths may spell either
     files = read_log_files(storage)
     seg = segment(files)
+    fingerprint = _fingerprint(storage, seg)
     state = table_state(storage, seg)
     check_readable(state)
     retention = options.retention if options.retention is not None else state.retention
@@ -157,11 +188,11 @@ def run_delta_gc(
             from lakegc.engine.spark import spark_session
 
             spark = spark_session(options.master, options.conf)
-        _mark(started, spark, storage, seg, keep, state, table_uri, retention, timed)
+        _mark(started, spark, storage, seg, keep, state, roots, retention, timed)
         if options.dry_run:
             return run
         recorder.transition(run, RunState.SWEEPING)
-        _sweep(started, spark, storage, seg, table_uri, timed)
+        _sweep(started, spark, storage, seg, fingerprint, roots, timed)
         recorder.transition(run, RunState.SWEPT)
     return run
 
@@ -173,16 +204,34 @@ def read_log_files(storage: Storage) -> LogFiles:
 
 
 def table_state(storage: Storage, seg: Segment) -> TableState:
-    """The table's newest metadata and protocol, as far as GC needs them."""
+    """The table's newest metadata and protocol, as far as GC needs them; a field of the wrong
+    type is a broken log (a partition column list read as a string would change what is hidden)."""
     metadata, protocol = newest_metadata(storage, seg)
-    configured = (metadata.get("configuration") or {}).get("delta.deletedFileRetentionDuration")
+    configuration = metadata.get("configuration") or {}
+    columns = metadata.get("partitionColumns") or []
+    features = [protocol.get("readerFeatures") or [], protocol.get("writerFeatures") or []]
+    versions = [protocol.get("minReaderVersion", 1), protocol.get("minWriterVersion", 2)]
+    if (
+        not isinstance(configuration, dict)
+        or not _strings(columns)
+        or not all(_strings(f) for f in features)
+        or not all(isinstance(v, int) for v in versions)
+    ):
+        raise BrokenLog("the Delta log's metaData or protocol action is malformed; nothing was deleted")
+    configured = configuration.get("delta.deletedFileRetentionDuration")
     return TableState(
         seg.version,
-        tuple(metadata.get("partitionColumns") or ()),
+        tuple(columns),
         parse_interval(configured) if configured else DEFAULT_RETENTION,
-        tuple(protocol.get("readerFeatures") or ()),
-        int(protocol.get("minReaderVersion") or 1),
+        tuple(features[0]),
+        versions[0],
+        tuple(features[1]),
+        versions[1],
     )
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _mark(
@@ -192,7 +241,7 @@ def _mark(
     seg: Segment,
     keep: list[Segment],
     state: TableState,
-    table_uri: str,
+    roots: tuple[str, ...],
     retention: timedelta,
     timed: PhaseTimer,
 ) -> None:
@@ -201,10 +250,11 @@ def _mark(
 
     run = started.run
     now_ms = int(now_of(run).timestamp() * 1000)
-    timed("listing the table", table_uri)
+    timed("listing the table", roots[0])
     folders = location_folders(storage, "0", depth=1, leave_out=(LOG,))  # top-level folders, one task each
     listing = list_folders(spark, storage, folders, now_of(run) - retention).persist()
     started.tally_listing(listing, now_of(run))
+    _refuse_nested_tables(listing)
     timed(
         "reading the Delta log",
         f"version {state.version}"
@@ -212,16 +262,11 @@ def _mark(
     )
     kept = None
     for kept_state in keep:
-        live = live_files(read_actions(spark, storage, kept_state, table_uri))
+        live = live_files(read_actions(spark, storage, kept_state, roots))
         kept = live if kept is None else kept.unionByName(live)
+    actions = read_actions(spark, storage, seg, roots).persist()
     decided = judge(
-        listing,
-        read_actions(spark, storage, seg, table_uri),
-        kept,
-        state.partition_columns,
-        now_ms,
-        int(retention.total_seconds() * 1000),
-        deletion_vectors="deletionVectors" in state.reader_features,
+        listing, actions, kept, state.partition_columns, now_ms, int(retention.total_seconds() * 1000)
     ).persist()
     started.write_candidates(decided.drop("count"))
     write_parquet(
@@ -230,13 +275,42 @@ def _mark(
         started.folder.key(REPEATS),
     )
     decided.unpersist()
+    actions.unpersist()
     listing.unpersist()
     timed.stop()
     started.recorder.transition(run, RunState.MARKED)
 
 
+def _refuse_nested_tables(listing: DataFrame) -> None:
+    """Another Delta table inside this one (a `_delta_log/` below the root) would be collected as
+    unreferenced files, its log included: the run stops (one row looked up, nothing collected)."""
+    from pyspark.sql import functions as F
+
+    found = listing.where(F.col("address").contains("/_delta_log/")).select("address").limit(1).collect()
+    if found:
+        nested = found[0]["address"].split("/_delta_log/")[0]
+        raise UnsafeLocation(
+            f"another Delta table lies inside this one, at {nested}/: its files are not this table's; "
+            "collect each table on its own (nothing was deleted)"
+        )
+
+
+def _fingerprint(storage: Storage, seg: Segment) -> tuple:
+    """The last file of a segment as the store describes it: another table, or a rewritten log,
+    cannot keep its version's commit file byte for byte and to the microsecond."""
+    key = seg.commits[-1][1] if seg.commits else seg.checkpoint.keys[-1]  # type: ignore[union-attr]
+    info = storage.stat(key)
+    return (key, info.size, info.mtime) if info is not None else (key, None, None)
+
+
 def _sweep(
-    started: ConnectorRun, spark: SparkSession, storage: Storage, seg: Segment, table_uri: str, timed: PhaseTimer
+    started: ConnectorRun,
+    spark: SparkSession,
+    storage: Storage,
+    seg: Segment,
+    fingerprint: tuple,
+    roots: tuple[str, ...],
+    timed: PhaseTimer,
 ) -> None:
     """Read the log again; whatever a commit since the mark added stays; delete the rest."""
     from pyspark.sql import functions as F
@@ -246,10 +320,15 @@ def _sweep(
     to_delete = started.candidates(spark)
     files = read_log_files(storage)
     latest = files.latest
-    if latest is not None and latest > seg.version:
+    if latest is None or latest < seg.version or _fingerprint(storage, seg) != fingerprint:
+        raise LakegcError(
+            f"the Delta log changed under the run (version {seg.version} is no longer what the mark read): "
+            "the table was replaced or its log rewritten; nothing was deleted"
+        )
+    if latest > seg.version:
         newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
         since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
-        added = read_actions(spark, storage, since, table_uri).where(F.col("kind") == ADD)
+        added = read_actions(spark, storage, since, roots).where(F.col("kind") == ADD)
         named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
         to_delete = to_delete.join(named.where(F.col("address").isNotNull()), "address", "left_anti")
         run.details["commits since the mark"] = latest - seg.version
@@ -263,12 +342,15 @@ def now_of(run: Run) -> datetime:
     return datetime.fromisoformat(run.started_at)
 
 
-def file_list(spark: SparkSession, folder: RunFolder) -> Iterator[str]:
-    """A run's files as delta-rs lists them: table-relative, sorted, a file that several remove
-    actions name named as often. Streamed from the run folder, never held whole on the driver."""
+def file_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
+    """A run's files, the multiset delta-rs's vacuum returns, sorted: table-relative, a file that
+    several remove actions name named as often. A dry run's candidates; a real run's files sent to
+    delete (candidates less what the log's second reading kept). Streamed from the run folder,
+    never held whole on the driver."""
     from pyspark.sql import functions as F
 
-    candidates = read_parquet(spark, folder.storage, folder.parts("candidates"), ddl(CANDIDATES)).select("address")
+    output = "to_delete" if swept else "candidates"
+    candidates = read_parquet(spark, folder.storage, folder.parts(output), ddl(CANDIDATES)).select("address")
     parts = folder.parts(REPEATS)
     if parts:
         repeats = read_parquet(spark, folder.storage, parts, "address string, count long")

@@ -115,22 +115,27 @@ def segment(files: LogFiles, version: int | None = None) -> Segment:
     return Segment(target, checkpoint, tuple((v, files.commits[v]) for v in range(start, target + 1)))
 
 
-def table_key(path: str, table_uri: str, *, protects: bool = False) -> str | None:
+ABSOLUTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def table_key(path: str, roots: tuple[str, ...], *, protects: bool = False) -> str | None:
     """The key under the table root of an add or remove path: relative paths are percent-decoded;
-    an absolute URI counts only when it lies under the table (`table_uri`, ending in `/`), compared
-    as Iceberg's orphan removal compares locations (`s3a://` and `s3n://` are `s3://`, `file:/` is
-    `file:///`). An oddly spelled path (`a//b`, `./a`, `a/../b`) is never a file to delete: for a
-    remove it is None; for a path that `protects` a file (an add, a deletion vector) it is the key
-    it folds to, so the file it most likely names stays. None too for anything outside the table."""
-    absolute = ":" in path.split("/", 1)[0]  # scheme://...
+    an absolute URI (`scheme:/...`) counts only when it lies under the table's location as written
+    or as it really is (`roots`, symlinks resolved), compared as Iceberg's orphan removal compares
+    locations (`s3a://` and `s3n://` are `s3://`, `file:/` is `file:///`). An oddly spelled path
+    (`a//b`, `./a`, `a/../b`) is never a file to delete: for a remove it is None; for a path that
+    `protects` a file (an add, a deletion vector) it is the key it folds to, so the file it most
+    likely names stays. None too for anything outside the table."""
+    absolute = ABSOLUTE.match(path) is not None
     decoded = unquote(path) if absolute or "%" in path else path
     if absolute:
-        where, root = parse_location(decoded), parse_location(table_uri)  # dot segments and // folded
-        if not within(where, root) or where.path == root.path:
-            return None
+        where = parse_location(decoded)  # dot segments and // folded
         spelled = decoded.split("://", 1)[-1] if "://" in decoded else decoded.split(":", 1)[1]
         odd = "//" in spelled or any(part in (".", "..") for part in spelled.split("/"))
-        return where.path[len(root.path.rstrip("/")) + 1 :] if protects or not odd else None
+        for root in map(parse_location, roots):
+            if within(where, root) and where.path != root.path and (protects or not odd):
+                return where.path[len(root.path.rstrip("/")) + 1 :]
+        return None
     if _plain(decoded):
         return decoded
     if not protects or decoded.startswith("/"):
@@ -160,7 +165,7 @@ def z85_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def dv_key(storage_type: str | None, path_or_inline: str | None, table_uri: str) -> str | None:
+def dv_key(storage_type: str | None, path_or_inline: str | None, roots: tuple[str, ...]) -> str | None:
     """The key of the file a deletion vector lives in, or None (inline, or outside the table).
     `u`: a random prefix then the file's UUID in Z85 -> `<prefix>/deletion_vector_<uuid>.bin`;
     `p`: an absolute path. A descriptor that cannot be decoded raises BrokenLog: a file the table
@@ -173,7 +178,7 @@ def dv_key(storage_type: str | None, path_or_inline: str | None, table_uri: str)
             raise BrokenLog(f"a deletion vector names {path_or_inline!r}, which is not a valid descriptor") from None
         return f"{prefix}/{name}" if prefix else name
     if storage_type == "p" and path_or_inline:
-        return table_key(path_or_inline, table_uri, protects=True)
+        return table_key(path_or_inline, roots, protects=True)
     return None
 
 
@@ -184,23 +189,26 @@ def dv_id(storage_type: str | None, path_or_inline: str | None, offset: int | No
     return f"{storage_type}{path_or_inline}" + (f"@{offset}" if offset is not None else "")
 
 
-_INTERVAL = re.compile(r"\s*(?:interval\s+)?(-?\d+)\s*([a-z]+)\s*", re.IGNORECASE)
-_UNITS = {
-    "nanosecond": timedelta(microseconds=0.001),
-    "microsecond": timedelta(microseconds=1),
-    "millisecond": timedelta(milliseconds=1),
-    "second": timedelta(seconds=1),
-    "minute": timedelta(minutes=1),
-    "hour": timedelta(hours=1),
-    "day": timedelta(days=1),
-    "week": timedelta(weeks=1),
+_INTERVAL = re.compile(r"\s*(?:interval\s+)?(\d+)\s*([a-z]+)\s*", re.IGNORECASE)
+_MICROSECONDS = {  # per unit
+    "microsecond": 1,
+    "millisecond": 1_000,
+    "second": 1_000_000,
+    "minute": 60_000_000,
+    "hour": 3_600_000_000,
+    "day": 86_400_000_000,
+    "week": 604_800_000_000,
 }
+_LONGEST = timedelta(days=365 * 1000)  # longer is a typo, and `now - retention` could not be computed
 
 
 def parse_interval(text: str) -> timedelta:
-    """A Delta table property duration (`interval 7 days`, `interval 1 week`, `168 hours`)."""
+    """A Delta table property duration (`interval 7 days`, `interval 1 week`, `168 hours`);
+    nanoseconds are rounded down to whole microseconds."""
     m = _INTERVAL.fullmatch(text or "")
     unit = m.group(2).lower().removesuffix("s") if m else ""
-    if not m or unit not in _UNITS or int(m.group(1)) < 0:
-        raise BrokenLog(f"table property delta.deletedFileRetentionDuration={text!r} is not a duration")
-    return int(m.group(1)) * _UNITS[unit]
+    if m and unit in (*_MICROSECONDS, "nanosecond"):
+        micros = int(m.group(1)) // 1000 if unit == "nanosecond" else int(m.group(1)) * _MICROSECONDS[unit]
+        if micros <= _LONGEST // timedelta(microseconds=1):
+            return timedelta(microseconds=micros)
+    raise BrokenLog(f"table property delta.deletedFileRetentionDuration={text!r} is not a duration lakegc can use")

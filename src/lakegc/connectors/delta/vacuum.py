@@ -47,21 +47,19 @@ def hidden(key: str, partition_columns: Sequence[str]) -> bool:
     return not any(key.startswith(f"{column}=") for column in partition_columns)
 
 
-def old_enough(mtime_ms: int, now_ms: int, retention_ms: int) -> bool:
-    """An unreferenced file goes once its age reaches the retention (younger: a write in flight)."""
-    return now_ms - mtime_ms >= retention_ms
-
-
 def live_files(actions: DataFrame) -> DataFrame:
-    """The state's live adds (path, dv): per (path, deletion vector id) the newest action wins,
-    the first line within a version, and it is an add."""
+    """The state's live adds (path, dv): per (path, deletion vector id) the newest action wins
+    (`_order`), and it is an add."""
     from pyspark.sql import functions as F
 
-    files = actions.where(F.col("kind").isin(ADD, REMOVE))
-    newest = files.groupBy("path", "dv_id").agg(
-        F.max(F.struct(F.col("version"), (-F.col("line")).alias("order"), F.col("kind"), F.col("dv"))).alias("w")
+    kind = F.col("kind")
+    return (
+        actions.where(kind.isin(ADD, REMOVE))
+        .groupBy("path", "dv_id")
+        .agg(F.max_by(kind == ADD, _order()).alias("live"), F.max_by("dv", _order()).alias("dv"))
+        .where("live")
+        .select("path", "dv")
     )
-    return newest.where(F.col("w.kind") == ADD).select("path", F.col("w.dv").alias("dv"))
 
 
 def judge(
@@ -71,13 +69,12 @@ def judge(
     partition_columns: Sequence[str],
     now_ms: int,
     retention_ms: int,
-    deletion_vectors: bool = True,
 ) -> DataFrame:
     """The files a full VACUUM deletes: address, size, mtime (null for a file the listing did not
     find), reason, and `count`, how often delta-rs lists it (once, or once per expired remove
     action naming it). `listing`: LISTING rows of the table, hidden paths included; `actions`: the
-    segment's ACTIONS; `kept`: (path, dv) of the live adds of the versions to keep;
-    `deletion_vectors`: whether the table may have any (its protocol has the feature).
+    segment's ACTIONS (read twice: persist them); `kept`: (path, dv) of the live adds of the
+    versions to keep.
 
     Everything about a path meets in one place: the listing, the actions and the kept files are
     shuffled by path once, then grouped by (path, deletion vector id) to replay the log, then by
@@ -148,6 +145,8 @@ def judge(
         ~protected
         & F.col("listed_size").isNotNull()
         & ~F.coalesce(F.col("removed"), F.lit(False))
+        # old enough: its age (delta-rs counts whole milliseconds) reaches the retention; younger
+        # is a write in flight
         & (F.lit(now_ms) - F.floor(F.unix_micros("mtime") / 1000) >= F.lit(retention_ms))
     )
     decided = per_path.where(stale | orphan).select(
@@ -157,18 +156,11 @@ def judge(
         F.when(stale, F.lit(EXPIRED_REMOVE)).otherwise(F.lit(UNREFERENCED)).alias("reason"),
         F.when(stale, F.col("expired")).otherwise(F.lit(1)).cast("long").alias("count"),
     )
-    if not deletion_vectors:
-        return decided
     # a deletion vector's file is its own path: the ones a live add, a kept version or a remove
-    # inside the retention names stay (delta-rs protects only data files)
+    # inside the retention names stay (delta-rs protects only data files). Always looked up, not
+    # only when the newest protocol has the feature: older versions may still need them.
     named = rows.where(F.col("dv").isNotNull())
-    live_dvs = (
-        named.where(kind.isin(ADD, REMOVE))
-        .groupBy("path", "dv_id")
-        .agg(F.max(F.struct(F.col("version"), (-F.col("line")).alias("o"), kind, "dv")).alias("newest"))
-        .where(F.col("newest.kind") == ADD)
-        .select(F.col("newest.dv").alias("address"))
-    )
+    live_dvs = live_files(named).select(F.col("dv").alias("address"))
     other_dvs = named.where((kind == _KEPT) | (remove & ~expired)).select(F.col("dv").alias("address"))
     return decided.join(live_dvs.unionByName(other_dvs), "address", "left_anti")
 
@@ -189,7 +181,8 @@ def _visible_paths(frame: DataFrame, partition_columns: Sequence[str]) -> DataFr
 
 
 def _visible(frame: DataFrame, partition_columns: Sequence[str]) -> DataFrame:
-    """Rows (`address`) whose path is not hidden, as a Spark filter (a UDF-free form of `hidden`)."""
+    """Rows (`address`) whose path is not hidden: `hidden` as a Spark filter (no Python UDF on a
+    million rows); a test holds the two to the same answers."""
     from pyspark.sql import functions as F
 
     address = F.col("address")
