@@ -427,8 +427,8 @@ def iceberg_gc(
     catalog: str,
     tables: list[str],
     *,
-    older_than: Duration = "5d",
-    retain_last: int = 1,
+    older_than: Duration | None = None,
+    retain_last: int | None = None,
     orphan_min_age: Duration = "3d",
     prefix_mismatch: str = "error",
     dry_run: bool = False,
@@ -440,7 +440,9 @@ def iceberg_gc(
     spark: SparkSession | None = None,
 ) -> Run:
     """Expire snapshots of Iceberg `tables` (pyiceberg's catalog `catalog`) older than
-    `older_than`, keeping at least `retain_last` per branch, then delete files under their
+    `older_than`, keeping `retain_last` per branch (None: each table's
+    `history.expire.max-snapshot-age-ms` / `min-snapshots-to-keep`, else 5 days and 1; a branch's
+    own settings replace them), then delete files under their
     locations that no table of any configured catalog references and that are older than
     `orphan_min_age`."""
     from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
@@ -452,7 +454,7 @@ def iceberg_gc(
     except ValueError:
         raise InvalidArgument(f"invalid prefix mismatch mode {prefix_mismatch!r}: error, ignore or delete") from None
     options = IcebergGcOptions(
-        duration(older_than),
+        duration(older_than) if older_than is not None else None,
         retain_last,
         duration(orphan_min_age),
         mismatch,

@@ -511,3 +511,22 @@ def test_hidden_partition_paths_of_another_table_stay_hidden(lake: Lake):
     run = lake.gc("ns.p", "ns.c", "ns.u").json()
     assert not goes.exists() and all(p.exists() for p in stays)
     assert set(deleted_of(run)) == {str(goes)}
+
+
+def test_table_history_properties_apply_when_the_run_gives_none(lake: Lake):
+    """Iceberg's procedure called without retain_last / older_than uses the table's
+    history.expire.* properties: with min-snapshots-to-keep=3 a run without flags keeps three old
+    snapshots of four; --retain-last given on the command line replaces the property."""
+    t = lake.table("ns.t")
+    for n, days_ago in ((1, 13), (2, 12), (3, 11), (4, 10)):
+        lake.at(days_ago, lambda n=n: t.append(rows(n)) or t)
+    with t.transaction() as tx:
+        tx.set_properties({"history.expire.min-snapshots-to-keep": "3", "history.expire.max-snapshot-age-ms": "1000"})
+    t = lake.catalog.load_table("ns.t")
+    age_all(lake.warehouse)
+    assert len(snapshot_ids(t)) == 4
+    run = lake.gc("ns.t").json()
+    assert run["details"]["snapshots expired"] == 1 and len(snapshot_ids(lake.catalog.load_table("ns.t"))) == 3
+    run = lake.gc("ns.t", retain_last="1").json()
+    assert run["details"]["snapshots expired"] == 2 and len(snapshot_ids(lake.catalog.load_table("ns.t"))) == 1
+    assert ids(lake.catalog.load_table("ns.t")) == [1, 2, 3, 4]

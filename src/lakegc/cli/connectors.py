@@ -79,13 +79,19 @@ def iceberg_gc(
         metavar="NAME",
         help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*).",
     ),
-    older_than: str = typer.Option(
-        "5d", "--older-than", help="Expire snapshots older than this (a branch's max-snapshot-age-ms replaces it)."
+    older_than: str | None = typer.Option(
+        None,
+        "--older-than",
+        show_default=False,
+        help="Expire snapshots older than this (default: the table's history.expire.max-snapshot-age-ms, "
+        "else 5d; a branch's max-snapshot-age-ms replaces it).",
     ),
-    retain_last: int = typer.Option(
-        1,
+    retain_last: int | None = typer.Option(
+        None,
         "--retain-last",
-        help="Keep this many snapshots of each branch (a branch's min-snapshots-to-keep replaces it).",
+        show_default=False,
+        help="Keep this many snapshots of each branch (default: the table's "
+        "history.expire.min-snapshots-to-keep, else 1; a branch's min-snapshots-to-keep replaces it).",
     ),
     orphan_min_age: str = typer.Option(
         "3d", "--orphan-min-age", help="Files modified more recently are never deleted."
@@ -113,7 +119,7 @@ def iceberg_gc(
         run = api.iceberg_gc(
             catalog,
             tables,
-            older_than=parse_duration(older_than),
+            older_than=parse_duration(older_than) if older_than is not None else None,
             retain_last=retain_last,
             orphan_min_age=orphan_age,
             prefix_mismatch=str(prefix_mismatch),

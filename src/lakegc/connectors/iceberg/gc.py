@@ -90,8 +90,8 @@ CANDIDATES_DDL = ddl(CANDIDATES)
 
 @dataclass(frozen=True)
 class IcebergGcOptions:
-    older_than: timedelta = timedelta(days=5)
-    retain_last: int = 1
+    older_than: timedelta | None = None  # None: the table's history.expire.max-snapshot-age-ms, else 5 days
+    retain_last: int | None = None  # None: the table's history.expire.min-snapshots-to-keep, else 1
     orphan_min_age: timedelta = timedelta(days=3)
     prefix_mismatch: PrefixMismatch = PrefixMismatch.ERROR
     dry_run: bool = False
@@ -110,7 +110,7 @@ def run_iceberg_gc(
 ) -> Run:
     """Expire snapshots of the named tables, then delete their orphan files (see the module).
     Everything that can be wrong with the input fails before anything changes."""
-    if options.retain_last < 1:
+    if options.retain_last is not None and options.retain_last < 1:
         raise InvalidArgument("--retain-last must be at least 1: a table keeps its current snapshot")
     if not table_names:
         raise InvalidArgument("name at least one table")
@@ -135,8 +135,8 @@ def run_iceberg_gc(
     cutoff = now - options.orphan_min_age
     settings = {
         "catalog": catalog_name,
-        "older than": duration_text(options.older_than.total_seconds()),
-        "retain last": options.retain_last,
+        "older than": _given(options.older_than, f"{MAX_SNAPSHOT_AGE_PROPERTY}, else 5d"),
+        "retain last": _given(options.retain_last, f"{MIN_SNAPSHOTS_PROPERTY}, else 1"),
         "orphan min-age": f"{duration_text(options.orphan_min_age.total_seconds())} "
         f"(files modified before {shown_time(cutoff)})",
         "prefix mismatch": str(options.prefix_mismatch),
@@ -167,10 +167,10 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
     expired snapshots named is kept first (`Loaded.expired`): the commit removes them from the
     metadata, and the mark labels their files `expired`."""
     aged_off = sum(len(t.expire_refs) for t in tables)
+    older_than = _given(options.older_than, "max snapshot age")
     timed(
         "expiring snapshots",
-        f"{sum(len(t.expire) for t in tables)} snapshots older than "
-        f"{duration_text(options.older_than.total_seconds())}"
+        f"{sum(len(t.expire) for t in tables)} snapshots older than {older_than}"
         + (f"; {aged_off} refs past their max-ref-age" if aged_off else ""),
     )
     docs = []
@@ -289,13 +289,18 @@ def _sweep(
 
 # -- expiry ----------------------------------------------------------------------------------------
 MAX_REF_AGE_PROPERTY = "history.expire.max-ref-age-ms"
+MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"
+DEFAULT_OLDER_THAN_MS, DEFAULT_RETAIN_LAST = 5 * 86_400_000, 1  # Iceberg's own defaults
 
 
 def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Expiry:
-    """The table's snapshots and refs as `expire.expiry` takes them. The run's --older-than and
-    --retain-last are explicit, as an Iceberg action's expireOlderThan and retainLast are, so the
-    table's max-snapshot-age and min-snapshots-to-keep properties do not apply; its
-    `history.expire.max-ref-age-ms` does, for refs without their own (no run option replaces it)."""
+    """The table's snapshots and refs as `expire.expiry` takes them. --older-than and
+    --retain-last, when given, are explicit, as an Iceberg action's expireOlderThan and retainLast
+    are; when not, the table's `history.expire.max-snapshot-age-ms` and
+    `history.expire.min-snapshots-to-keep` apply, else Iceberg's defaults (5 days, 1), as Iceberg's
+    procedure called without them does. Its `history.expire.max-ref-age-ms` applies to refs
+    without their own (no run option replaces it)."""
     from pyiceberg.table.refs import SnapshotRefType
 
     md = table.metadata
@@ -311,28 +316,38 @@ def plan_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> Expiry:
         )
         for name, r in md.refs.items()
     ]
-    return expiry(
-        snaps,
-        refs,
-        now_ms,
-        int(options.older_than.total_seconds() * 1000),
-        options.retain_last,
-        _max_ref_age_ms(table),
+    older_than_ms = (
+        int(options.older_than.total_seconds() * 1000)
+        if options.older_than is not None
+        else _table_number(table, MAX_SNAPSHOT_AGE_PROPERTY, DEFAULT_OLDER_THAN_MS)
     )
+    retain_last = (
+        options.retain_last
+        if options.retain_last is not None
+        else max(1, _table_number(table, MIN_SNAPSHOTS_PROPERTY, DEFAULT_RETAIN_LAST))
+    )
+    return expiry(snaps, refs, now_ms, older_than_ms, retain_last, _table_number(table, MAX_REF_AGE_PROPERTY, None))
 
 
-def _max_ref_age_ms(table: Table) -> int | None:
-    """The table's default max-ref-age (None: refs without their own never age off). A value that
-    is no whole number fails the run before anything changes, as Iceberg's action fails on it."""
-    value = table.metadata.properties.get(MAX_REF_AGE_PROPERTY)
+def _given(value: object, otherwise: str) -> str:
+    """A run setting as its summary shows it: the value given, or where it comes from."""
     if value is None:
-        return None
+        return f"the table's {otherwise}"
+    return duration_text(value.total_seconds()) if isinstance(value, timedelta) else str(value)
+
+
+def _table_number(table: Table, name: str, default: int | None) -> int | None:
+    """A table property that is a whole number (`default` when unset; for max-ref-age, None: refs
+    without their own never age off). Anything else fails the run before anything changes, as
+    Iceberg's action fails on it."""
+    value = table.metadata.properties.get(name)
+    if value is None:
+        return default
     try:
         return int(value)
     except ValueError:
         raise LakegcError(
-            f"table {'.'.join(table.name())}: {MAX_REF_AGE_PROPERTY}={value!r} is not a number of "
-            "milliseconds; nothing was expired"
+            f"table {'.'.join(table.name())}: {name}={value!r} is not a whole number; nothing was expired"
         ) from None
 
 
