@@ -12,8 +12,9 @@ and within one version the first line, as Delta readers replay a log.
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,15 +62,15 @@ class LogRead:
 
 
 def plan_reads(storage: Storage, seg: Segment) -> list[LogRead]:
-    """The reads that cover the segment: checkpoint parts and sidecars split by row group where the
-    store can seek (a local table), whole files otherwise; then the commits."""
+    """The reads that cover the segment: checkpoint parts and sidecars split by row group, then
+    the commits."""
     reads: list[LogRead] = []
     if seg.checkpoint is not None:
         files = [(k, k.endswith(".parquet")) for k in seg.checkpoint.keys]
         with _unreadable(", ".join(seg.checkpoint.keys)):
             files += [(k, True) for k in _sidecars(storage, seg.checkpoint.keys)]
         for key, parquet in files:
-            if parquet and isinstance(storage, LocalStorage):
+            if parquet:  # a task per row group: each reads the footer and its own columns' chunks
                 with _unreadable(key), _opened(storage, key) as f:
                     groups = pq.ParquetFile(f).metadata.num_row_groups
                 reads += [LogRead(key, seg.checkpoint.version, True, (g,)) for g in range(groups)]
@@ -337,7 +338,9 @@ def _sidecar_key(path: str) -> str:
 
 
 class _opened:
-    """A log file opened for Parquet: seekable where the store allows, else read into memory."""
+    """A log file opened for Parquet: a local file, or on a store that reads ranges (S3) a file
+    that fetches only what the reader asks for (the footer, the columns GC reads), so a
+    checkpoint of gigabytes never comes whole to the driver or to one task; else read whole."""
 
     def __init__(self, storage: Storage, key: str):
         self.storage, self.key, self.file = storage, key, None
@@ -346,8 +349,44 @@ class _opened:
         if isinstance(self.storage, LocalStorage):
             self.file = self.storage.open_read(self.key)
             return self.file
+        read_range = getattr(self.storage, "read_range", None)
+        info = self.storage.stat(self.key) if read_range is not None else None
+        if read_range is not None and info is not None:
+            return _Ranged(lambda start, length: read_range(self.key, start, length), info.size)
         return pa.BufferReader(self.storage.read(self.key))
 
     def __exit__(self, *exc: object) -> None:
         if self.file is not None:
             self.file.close()
+
+
+class _Ranged(io.RawIOBase):
+    """A read-only, seekable file over ranged reads (what pyarrow needs of a Python file)."""
+
+    def __init__(self, read: Callable[[int, int], bytes], size: int):
+        self._read, self._size, self._at = read, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._at + size)
+        data = self._read(self._at, end - self._at) if end > self._at else b""
+        self._at += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
