@@ -406,6 +406,27 @@ def test_an_aged_off_ref_that_moves_while_the_expiry_commits_is_kept(lake: Lake,
     assert on_disk(lake, needed) == needed
 
 
+def test_retention_settings_changed_while_the_expiry_commits_make_another_plan(lake: Lake, tmp_path: Path):
+    """The plan expires main's old snapshots (retain last 1 by default); before the commit, an
+    operator sets the table's history.expire.min-snapshots-to-keep to 3. The commit asserts the
+    settings the plan was made with, fails, and the plan made again keeps three."""
+    from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
+
+    t = lake.table("ns.t")
+    for n, days_ago in ((1, 13), (2, 12), (3, 11), (4, 10)):
+        lake.at(days_ago, lambda n=n: t.append(rows(n)) or t)
+    age_all(lake.warehouse)
+
+    def phase(name: str, detail: str = "") -> None:
+        if name == "expiring snapshots":  # planned already: three snapshots go
+            with lake.catalog.load_table("ns.t").transaction() as tx:
+                tx.set_properties({"history.expire.min-snapshots-to-keep": "3"})
+
+    run = run_iceberg_gc("lake", ["ns.t"], IcebergGcOptions(runs_location=str(tmp_path / "runs")), phase)
+    assert run.details["snapshots expired"] == 1
+    assert len(snapshot_ids(lake.catalog.load_table("ns.t"))) == 3
+
+
 def _partition_stats(table, snapshot_id: int, path: Path) -> None:  # type: ignore[no-untyped-def]
     """Commit a partition-statistics entry (pyiceberg 0.12 has no call for it)."""
     from pyiceberg.table.statistics import PartitionStatisticsFile

@@ -361,7 +361,7 @@ def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> tuple
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
-    from lakegc.connectors.iceberg.requirements import AssertRefsUnchanged
+    from lakegc.connectors.iceberg.requirements import AssertRefsUnchanged, retention_of
 
     for attempt in range(_COMMIT_ATTEMPTS):
         plan = plan_expiry(table, now_ms, options)
@@ -371,7 +371,11 @@ def commit_expiry(table: Table, now_ms: int, options: IcebergGcOptions) -> tuple
         requirements = (
             AssertTableUUID(uuid=table.metadata.table_uuid),
             *(AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in refs.items()),
-            *(() if isinstance(table.catalog, RestCatalog) else (AssertRefsUnchanged(refs=refs),)),
+            *(
+                ()
+                if isinstance(table.catalog, RestCatalog)
+                else (AssertRefsUnchanged(refs=refs, retention=retention_of(table.metadata)),)
+            ),
         )
         try:
             table.catalog.commit_table(table, requirements, expiry_updates(table, plan))
