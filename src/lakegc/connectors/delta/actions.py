@@ -80,27 +80,37 @@ def plan_reads(storage: Storage, seg: Segment) -> list[LogRead]:
     return reads
 
 
-def read_actions(spark: SparkSession, storage: Storage, seg: Segment, roots: tuple[str, ...]) -> DataFrame:
-    """Every action of the segment GC needs (ACTIONS rows), read on the executors."""
+def read_actions(
+    spark: SparkSession, storage: Storage, seg: Segment, roots: tuple[str, ...], *, vectors_only: bool = False
+) -> DataFrame:
+    """Every action of the segment GC needs (ACTIONS rows), read on the executors; with
+    `vectors_only`, only the add and remove actions that carry a deletion vector (a second, cheap
+    read: checkpoints are read for their deletion-vector column first, and rows without one are
+    never built)."""
     from lakegc.engine.spark import work_items
 
     reads = plan_reads(storage, seg)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                yield from file_actions(storage, reads[index], roots)
+                for found in file_actions(storage, reads[index], roots, vectors_only):
+                    yield found.filter(pc.not_equal(found.column("dv_id"), "")) if vectors_only else found
 
     tasks = spark.sparkContext.defaultParallelism * 4
     return work_items(spark, len(reads), tasks).mapInArrow(run, ACTIONS_DDL)
 
 
-def file_actions(storage: Storage, read: LogRead, roots: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-    """The actions of one read, as ACTIONS batches."""
+def file_actions(
+    storage: Storage, read: LogRead, roots: tuple[str, ...], vectors_only: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """The actions of one read, as ACTIONS batches (see `read_actions` for `vectors_only`)."""
     with _unreadable(read.key):
         if read.parquet:
             with _opened(storage, read.key) as f:
-                yield from _parquet_actions(pq.ParquetFile(f), read, roots)
+                yield from _parquet_actions(pq.ParquetFile(f), read, roots, vectors_only)
         else:
             yield _json_actions(storage.read(read.key), read, roots)
 
@@ -198,7 +208,9 @@ def _as_written(kind: str, path: str) -> bool:
     return kind == ADD and "%" in path and table_key(path, ()) is not None and ABSOLUTE.match(path) is None
 
 
-def _parquet_actions(file: pq.ParquetFile, read: LogRead, roots: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+def _parquet_actions(
+    file: pq.ParquetFile, read: LogRead, roots: tuple[str, ...], vectors_only: bool = False
+) -> Iterator[pa.RecordBatch]:
     """A checkpoint's (or sidecar's) actions: only the columns GC needs are read, and the file
     actions are built column-wise (a million adds in a checkpoint is the common case)."""
     schema = file.schema_arrow
@@ -221,6 +233,7 @@ def _parquet_actions(file: pq.ParquetFile, read: LogRead, roots: tuple[str, ...]
                     read.version,
                     first,
                     roots,
+                    vectors_only,
                 )
         rows = [
             (kind, None, None, "", read.version, first + i, None, None, json.dumps(_plain(body)))
@@ -242,7 +255,12 @@ def _present(column: pa.ChunkedArray) -> Iterator[tuple[int, Any]]:
 
 
 def _file_batches(
-    kind: str, actions: pa.StructArray | None, version: int, first: int, roots: tuple[str, ...]
+    kind: str,
+    actions: pa.StructArray | None,
+    version: int,
+    first: int,
+    roots: tuple[str, ...],
+    vectors_only: bool = False,
 ) -> list[pa.RecordBatch]:
     """ACTIONS rows of the add (or remove) column of a checkpoint row group (and, for adds with
     `%` escapes, the rows of their paths as written: `_as_written`)."""
@@ -250,7 +268,12 @@ def _file_batches(
 
     if actions is None:
         return []
-    rows = pc.indices_nonzero(pc.is_valid(actions))
+    present = pc.is_valid(actions)
+    if vectors_only:
+        if "deletionVector" not in {actions.type.field(i).name for i in range(actions.type.num_fields)}:
+            return []
+        present = pc.and_(present, pc.is_valid(actions.field("deletionVector")))
+    rows = pc.indices_nonzero(present)
     actions = actions.take(rows)
     n = len(actions)
     names = (

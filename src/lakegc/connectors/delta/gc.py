@@ -264,9 +264,14 @@ def _mark(
     for kept_state in keep:
         live = live_files(read_actions(spark, storage, kept_state, roots))
         kept = live if kept is None else kept.unionByName(live)
-    actions = read_actions(spark, storage, seg, roots).persist()
     decided = judge(
-        listing, actions, kept, state.partition_columns, now_ms, int(retention.total_seconds() * 1000)
+        listing,
+        read_actions(spark, storage, seg, roots),
+        read_actions(spark, storage, seg, roots, vectors_only=True),
+        kept,
+        state.partition_columns,
+        now_ms,
+        int(retention.total_seconds() * 1000),
     ).persist()
     started.write_candidates(decided.drop("count"))
     write_parquet(
@@ -275,7 +280,6 @@ def _mark(
         started.folder.key(REPEATS),
     )
     decided.unpersist()
-    actions.unpersist()
     listing.unpersist()
     timed.stop()
     started.recorder.transition(run, RunState.MARKED)

@@ -65,6 +65,7 @@ def live_files(actions: DataFrame) -> DataFrame:
 def judge(
     listing: DataFrame,
     actions: DataFrame,
+    vectors: DataFrame,
     kept: DataFrame | None,
     partition_columns: Sequence[str],
     now_ms: int,
@@ -73,8 +74,8 @@ def judge(
     """The files a full VACUUM deletes: address, size, mtime (null for a file the listing did not
     find), reason, and `count`, how often delta-rs lists it (once, or once per expired remove
     action naming it). `listing`: LISTING rows of the table, hidden paths included; `actions`: the
-    segment's ACTIONS (read twice: persist them); `kept`: (path, dv) of the live adds of the
-    versions to keep.
+    segment's ACTIONS; `vectors`: those of them that carry a deletion vector (a second, cheap
+    read); `kept`: (path, dv) of the live adds of the versions to keep.
 
     Everything about a path meets in one place: the listing, the actions and the kept files are
     shuffled by path once, then grouped by (path, deletion vector id) to replay the log, then by
@@ -159,10 +160,12 @@ def judge(
     # a deletion vector's file is its own path: the ones a live add, a kept version or a remove
     # inside the retention names stay (delta-rs protects only data files). Always looked up, not
     # only when the newest protocol has the feature: older versions may still need them.
-    named = rows.where(F.col("dv").isNotNull())
-    live_dvs = live_files(named).select(F.col("dv").alias("address"))
-    other_dvs = named.where((kind == _KEPT) | (remove & ~expired)).select(F.col("dv").alias("address"))
-    return decided.join(live_dvs.unionByName(other_dvs), "address", "left_anti")
+    live_dvs = live_files(vectors).select(F.col("dv").alias("address"))
+    other_dvs = vectors.where(remove & ~expired).select(F.col("dv").alias("address"))
+    if kept is not None:
+        other_dvs = other_dvs.unionByName(kept.select(F.col("dv").alias("address")))
+    named = live_dvs.unionByName(other_dvs).where(F.col("address").isNotNull())
+    return decided.join(named, "address", "left_anti")
 
 
 _LISTED, _KEPT = "listed", "kept"  # the judge's own row kinds, beside the log's add and remove
