@@ -210,30 +210,22 @@ class S3Storage:
             return body.read()
 
     def open_read(self, key: str) -> BinaryIO:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]  # type: ignore[return-value]
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                raise ObjectNotFound(f"{self.full_uri(key)} does not exist") from None
-            raise self._fail(f"reading {key}", exc) from None
-        except BotoCoreError as exc:
-            raise self._fail(f"reading {key}", exc) from None
+        return self._get(key)["Body"]
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
         """`length` bytes from `start` (one ranged GET): readers of big Parquet files (a Delta
         checkpoint of millions of adds) fetch the footer and the columns they need, not the file."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if length <= 0:
             return b""
+        with self._get(key, Range=f"bytes={start}-{start + length - 1}")["Body"] as body:
+            return body.read()
+
+    def _get(self, key: str, **args: str) -> dict:
+        """A GET's answer; a missing object is ObjectNotFound, any other failure one error line."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
-            answer = self.client.get_object(
-                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
-            )
-            with answer["Body"] as body:
-                return body.read()
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key), **args)
         except ClientError as exc:
             if _code(exc) in _MISSING:
                 raise ObjectNotFound(f"{self.full_uri(key)} does not exist") from None
