@@ -512,6 +512,8 @@ def delta_gc(
     keep_versions: Iterable[int] = (),
     force: bool = False,
     dry_run: bool = False,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
@@ -522,8 +524,10 @@ def delta_gc(
     """VACUUM (full) the Delta table at `location` (a folder or s3:// prefix), deciding as delta-rs's
     `vacuum(full=True)` does: expired removes and unreferenced files older than `retention`
     (default: the table's delta.deletedFileRetentionDuration, or 7 days; shorter only with
-    `force`), keeping the files of `keep_versions` too."""
+    `force`), keeping the files of `keep_versions` too. `max_deletes` / `max_delete_rate` budget
+    the deletes: a run stopped short says so (`num_stopped`), and the next run deletes the rest."""
     from lakegc.connectors.delta.gc import DeltaGcOptions, run_delta_gc
+    from lakegc.repogc.sweep import Budget
 
     settings = load_settings()
     options = DeltaGcOptions(
@@ -535,6 +539,7 @@ def delta_gc(
         settings.master(master),
         settings.spark_conf(conf),
         metastore,
+        Budget(max_deletes, max_delete_rate),
     )
     return run_delta_gc(location, options, progress, spark=spark)
 

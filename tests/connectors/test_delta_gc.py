@@ -868,3 +868,21 @@ def test_checkpoints_on_s3_are_read_in_ranges() -> None:
     file = pq.ParquetFile(_Ranged(read, len(data)))
     assert file.read_row_groups([1], columns=["add.path"]).num_rows == 25_000
     assert sum(fetched) < len(data) / 4
+
+
+def test_a_delete_budget_stops_short_and_the_next_run_deletes_the_rest(cli: Cli, table: Path) -> None:
+    """--max-deletes: the run deletes that many, says how many are left (exit 0), lists only what
+    it deleted; the next run, paced by --max-delete-rate, deletes the rest; the table reads."""
+    write_deltalake(table, ROWS)
+    for i in range(10):
+        stray(table, f"orphan-{i}.parquet")
+    run = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--max-deletes", "4", "--json").json()
+    assert (run["num_deleted"], run["num_stopped"], run["num_candidates"]) == (4, 6, 10)
+    assert "--max-deletes" in run["error"] and run["state"] == "swept"
+    assert len(run["files"]) == 4 and not any((table / f).exists() for f in run["files"])
+    assert sum((table / f"orphan-{i}.parquet").exists() for i in range(10)) == 6
+    again = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--max-delete-rate", "50", "--json").json()
+    assert (again["num_deleted"], again["num_stopped"]) == (6, 0) and not again["error"]
+    assert not any((table / f"orphan-{i}.parquet").exists() for i in range(10))
+    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == ROWS.num_rows
+    one_error(cli("delta", "gc", str(table), "--max-delete-rate", "0", ok=False), "--max-delete-rate")

@@ -9,7 +9,18 @@ import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import CONF, LIMIT, MASTER, RUN_ID, parse_conf, print_candidates, print_run, print_runs, show_report
+from lakegc.cli.gc import (
+    CONF,
+    LIMIT,
+    MASTER,
+    MAX_DELETE_RATE,
+    RUN_ID,
+    parse_conf,
+    print_candidates,
+    print_run,
+    print_runs,
+    show_report,
+)
 from lakegc.cli.main import new_app, state
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
@@ -165,6 +176,10 @@ def delta_gc(
         False, "--force", help="Allow a retention shorter than the table's delta.deletedFileRetentionDuration."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing."),
+    max_deletes: int | None = typer.Option(
+        None, "--max-deletes", metavar="N", min=0, help="Stop after N files; the next run deletes the rest."
+    ),
+    max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
     conf: list[str] = CONF,
@@ -179,6 +194,8 @@ def delta_gc(
             keep_versions=_versions(keep_versions),
             force=force,
             dry_run=dry_run,
+            max_deletes=max_deletes,
+            max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
             master=master,

@@ -72,11 +72,19 @@ def delete_objects(
     storage: Storage,
     to_delete: DataFrame,
     deadline: float = float("inf"),
+    *,
+    max_deletes: int | None = None,
+    max_rate: float | None = None,
 ) -> DataFrame:
     """Delete the objects of `to_delete` (CANDIDATES rows) on the executors: one DELETES row each
-    (the connectors' deletes; a repository sweep records each batch as it goes, `delete_recorded`)."""
-    how = Pacing(deadline=deadline)
-    return _by_folder(spark, to_delete).mapInArrow(lambda batches: _delete(storage, batches, how), ddl(DELETES))
+    tried (the connectors' deletes; a repository sweep records each batch as it goes,
+    `delete_recorded`). With `max_deletes`, at most that many are tried and the rest get no row;
+    `max_rate` paces them (objects a second, shared by the tasks)."""
+    by_folder = _by_folder(spark, to_delete)
+    how = Pacing(deadline=deadline, rate=max_rate, tasks=max(1, spark.sparkContext.defaultParallelism))
+    if max_deletes is not None:
+        how = replace(how, quotas=_quotas(by_folder, max_deletes))
+    return by_folder.mapInArrow(lambda batches: _delete(storage, batches, how), ddl(DELETES))
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ class Run:
     quarantine_until: str | None = None
     purged_at: str | None = None  # when the quarantine was purged (its objects are gone for good)
     restored: list[dict[str, Any]] = field(default_factory=list)  # each restore: {at, path, num_restored}
-    num_stopped: int = 0  # candidates a --max-deletes budget left for a later `gc sweep`
+    num_stopped: int = 0  # candidates a --max-deletes budget left (for a later `gc sweep`; a connector's next run)
     failed: list[dict[str, Any]] = field(default_factory=list)  # the first objects num_failed counts: {address, error}
     num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
 
@@ -200,7 +200,6 @@ _REPOSITORY_ONLY = {
     "quarantine_until",
     "purged_at",
     "restored",
-    "num_stopped",
     "failed",
 }
 _CONNECTOR_ONLY = {"settings", "details"}

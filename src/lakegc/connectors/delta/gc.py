@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from lakegc.connectors.delta.actions import ADD, newest_metadata, read_actions
 from lakegc.connectors.delta.log import (
     DEFAULT_RETENTION,
@@ -49,6 +51,8 @@ from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, RunFolder, RunState
 from lakegc.errors import InvalidArgument, LakegcError, UnsafeLocation
+from lakegc.repogc.job import check_budget
+from lakegc.repogc.sweep import Budget
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
@@ -101,6 +105,7 @@ class DeltaGcOptions:
     master: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
     metastore: str | None = None
+    budget: Budget = Budget()  # --max-deletes, --max-delete-rate: a run stopped short is run again
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ def run_delta_gc(
         raise InvalidArgument("--keep-versions takes table versions, 0 or more")
     if options.retention is not None and options.retention < timedelta(0):
         raise InvalidArgument("--retention must not be negative")
+    check_budget(options.budget)
     runs_location = options.runs_location or default_runs_location()
     storage = open_location(location, "table location")
     table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
@@ -192,7 +198,7 @@ def run_delta_gc(
         if options.dry_run:
             return run
         recorder.transition(run, RunState.SWEEPING)
-        _sweep(started, spark, storage, seg, fingerprint, roots, timed)
+        _sweep(started, spark, storage, seg, fingerprint, roots, options.budget, timed)
         recorder.transition(run, RunState.SWEPT)
     return run
 
@@ -314,6 +320,7 @@ def _sweep(
     seg: Segment,
     fingerprint: tuple,
     roots: tuple[str, ...],
+    budget: Budget,
     timed: PhaseTimer,
 ) -> None:
     """Read the log again; whatever a commit since the mark added stays; delete the rest."""
@@ -336,10 +343,25 @@ def _sweep(
         named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
         to_delete = to_delete.join(named.where(F.col("address").isNotNull()), "address", "left_anti")
         run.details["commits since the mark"] = latest - seg.version
-    write_parquet(to_delete, started.folder.storage, started.folder.key("to_delete"))
+    sent = write_parquet(to_delete, started.folder.storage, started.folder.key("to_delete"), tally=(_count, []))
     timed("deleting files")
-    started.record_deletes(delete_objects(spark, storage, started.read(spark, "to_delete")))
+    started.record_deletes(
+        delete_objects(
+            spark, storage, started.read(spark, "to_delete"), max_deletes=budget.max_deletes, max_rate=budget.max_rate
+        )
+    )
+    total = int(sent.tally.to_pylist()[0]["count"]) if sent.tally is not None else 0
+    run.num_stopped = total - run.num_deleted - run.num_failed
+    if run.num_stopped:
+        run.error = (
+            f"stopped by --max-deletes with {run.num_stopped} file(s) left: run `lakegc delta gc` again to "
+            "delete them (they are judged again)"
+        )
     timed.stop()
+
+
+def _count(batch: pa.RecordBatch) -> pa.Table:
+    return pa.table({"count": [batch.num_rows]})
 
 
 def now_of(run: Run) -> datetime:
@@ -348,12 +370,12 @@ def now_of(run: Run) -> datetime:
 
 def file_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
     """A run's files, the multiset delta-rs's vacuum returns, sorted: table-relative, a file that
-    several remove actions name named as often. A dry run's candidates; a real run's files sent to
-    delete (candidates less what the log's second reading kept). Streamed from the run folder,
-    never held whole on the driver."""
+    several remove actions name named as often. A dry run's candidates; a real run's deleted files
+    (candidates less what the log's second reading kept, and less what a budget left). Streamed
+    from the run folder, never held whole on the driver."""
     from pyspark.sql import functions as F
 
-    output = "to_delete" if swept else "candidates"
+    output = "deleted" if swept else "candidates"
     candidates = read_parquet(spark, folder.storage, folder.parts(output), ddl(CANDIDATES)).select("address")
     parts = folder.parts(REPEATS)
     if parts:
