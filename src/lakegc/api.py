@@ -130,8 +130,8 @@ def gc(
     `quarantine_days`); `max_deletes` and `max_delete_rate` (objects a second) bound the sweep,
     which then leaves the run `sweeping` for `sweep` to continue. Returns the run's record, also
     when nothing was deleted; a failed run raises (its record says `failed` and why)."""
+    from lakegc.engine.delete import Budget
     from lakegc.repogc.job import GcOptions, run_gc
-    from lakegc.repogc.sweep import Budget
 
     settings = load_settings()
     options = GcOptions(
@@ -231,8 +231,8 @@ def sweep(
     """Delete the candidates of a run marked with `mark_only`, re-checking each first, or go on
     with a run whose sweep stopped (a budget, a crash, objects the store would not delete).
     `run_id` may be a prefix only that run's id has."""
+    from lakegc.engine.delete import Budget
     from lakegc.repogc.job import sweep_run
-    from lakegc.repogc.sweep import Budget
 
     settings = load_settings()
     return sweep_run(
@@ -527,7 +527,7 @@ def delta_gc(
     `force`), keeping the files of `keep_versions` too. `max_deletes` / `max_delete_rate` budget
     the deletes: a run stopped short says so (`num_stopped`), and the next run deletes the rest."""
     from lakegc.connectors.delta.gc import DeltaGcOptions, run_delta_gc
-    from lakegc.repogc.sweep import Budget
+    from lakegc.engine.delete import Budget
 
     settings = load_settings()
     options = DeltaGcOptions(

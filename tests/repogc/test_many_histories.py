@@ -53,9 +53,9 @@ from test_gc_incremental import (
     operations,
 )
 
+from lakegc.engine.delete import Budget
 from lakegc.engine.runs import Run, RunState
 from lakegc.repogc.job import sweep_run
-from lakegc.repogc.sweep import Budget
 from lakegc.retention.rules import GcRules
 
 PER_BATCH = 50

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakegc.engine.arrowio import store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
+from lakegc.errors import InvalidArgument
 from lakegc.storage import Storage
 
 if TYPE_CHECKING:
@@ -65,6 +66,22 @@ class DeleteTally:
             self.stopped + other.stopped,
             self.slowdowns + other.slowdowns,
         )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one sweep (or connector run) may do: delete at most `max_deletes` objects, at most
+    `max_rate` a second across all executors (None: no limit)."""
+
+    max_deletes: int | None = None
+    max_rate: float | None = None
+
+
+def check_budget(budget: Budget) -> None:
+    if budget.max_deletes is not None and budget.max_deletes < 0:
+        raise InvalidArgument("--max-deletes must not be negative")
+    if budget.max_rate is not None and not budget.max_rate > 0:
+        raise InvalidArgument("--max-delete-rate must be a positive number of objects a second")
 
 
 def delete_objects(

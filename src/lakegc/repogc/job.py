@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from lakegc.engine.delete import quarantine_folder
+from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
@@ -30,7 +30,7 @@ from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTP
 from lakegc.repogc.quarantine import Purged, Restored, due_for_purge, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
-from lakegc.repogc.sweep import Budget, failures, sweep
+from lakegc.repogc.sweep import failures, sweep
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER
@@ -170,13 +170,6 @@ def quarantine_window(source: GcSource, given: timedelta | None) -> timedelta | 
     if given is not None and given < timedelta(0):
         raise InvalidArgument("--quarantine must not be negative")
     return given or None
-
-
-def check_budget(budget: Budget) -> None:
-    if budget.max_deletes is not None and budget.max_deletes < 0:
-        raise InvalidArgument("--max-deletes must not be negative")
-    if budget.max_rate is not None and not budget.max_rate > 0:
-        raise InvalidArgument("--max-delete-rate must be a positive number of objects a second")
 
 
 def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policies: Policies) -> Plan:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from lakegc.engine.arrowio import read_parquet, write_groups
 from lakegc.engine.columns import CANDIDATES, DELETES, ddl
-from lakegc.engine.delete import DeleteTally, Pacing, delete_recorded
+from lakegc.engine.delete import Budget, DeleteTally, Pacing, delete_recorded
 from lakegc.errors import LakegcError
 from lakegc.repo.gc_source import GcSource, StagingVersion
 from lakegc.repogc.outputs import STAGING, output_keys, run_prefix
@@ -36,15 +36,6 @@ from lakegc.storage import Storage, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one sweep may do: delete at most `max_deletes` objects, at most `max_rate` a second
-    across all executors (None: no limit)."""
-
-    max_deletes: int | None = None
-    max_rate: float | None = None
 
 
 @dataclass(frozen=True)

@@ -44,15 +44,13 @@ from lakegc.connectors.protected import connector_protected, iceberg_table_place
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
 from lakegc.engine.arrowio import read_parquet, write_parquet
 from lakegc.engine.columns import CANDIDATES, ddl
-from lakegc.engine.delete import delete_objects
+from lakegc.engine.delete import Budget, check_budget, delete_objects
 from lakegc.engine.guard import check_root
 from lakegc.engine.listing import list_folders, location_folders, open_location
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, RunFolder, RunState
 from lakegc.errors import InvalidArgument, LakegcError, UnsafeLocation
-from lakegc.repogc.job import check_budget
-from lakegc.repogc.sweep import Budget
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
