@@ -337,13 +337,8 @@ def test_classic_checkpoint_then_commits(cli: Cli, table: Path) -> None:
 def test_multi_part_checkpoint(cli: Cli, table: Path) -> None:
     """A checkpoint in parts (Spark writes them for big tables): every part is read; a missing
     part makes the checkpoint unusable, and the commits before it are read instead."""
-    for i in range(4):
-        write_deltalake(table, ROWS, mode="overwrite" if i % 2 else "append")
-    dt = DeltaTable(str(table))
-    dt.create_checkpoint()
-    version = dt.version()
-    log = table / "_delta_log"
-    classic = log / f"{version:020d}.checkpoint.parquet"
+    classic = _checkpointed(table, 4)
+    log, version = classic.parent, int(classic.name.split(".")[0])
     rows = pq.read_table(classic)
     half = rows.num_rows // 2
     for part, piece in enumerate((rows.slice(0, half), rows.slice(half)), start=1):
@@ -519,12 +514,7 @@ def test_not_a_delta_table_and_broken_logs_delete_nothing(cli: Cli, tmp_path: Pa
 
 
 def test_a_corrupt_checkpoint_deletes_nothing(cli: Cli, table: Path) -> None:
-    for _ in range(3):
-        write_deltalake(table, ROWS, mode="overwrite")
-    dt = DeltaTable(str(table))
-    dt.create_checkpoint()
-    checkpoint = table / "_delta_log" / f"{dt.version():020d}.checkpoint.parquet"
-    checkpoint.write_bytes(b"PAR1 not really")
+    _checkpointed(table, 3).write_bytes(b"PAR1 not really")
     before = snapshot(table)
     one_error(cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False), "cannot be read")
     assert snapshot(table) == before
@@ -585,6 +575,15 @@ def test_a_table_on_s3(cli: Cli, bucket) -> None:  # noqa: ANN001
 
 
 # -- helpers that write log entries by hand ------------------------------------------------------
+def _checkpointed(table: Path, writes: int) -> Path:
+    """`writes` writes (appends and overwrites in turn), then a classic checkpoint: its path."""
+    for i in range(writes):
+        write_deltalake(table, ROWS, mode="overwrite" if i % 2 else "append")
+    dt = DeltaTable(str(table))
+    dt.create_checkpoint()
+    return table / "_delta_log" / f"{dt.version():020d}.checkpoint.parquet"
+
+
 def _commit(log: Path, version: int, actions: list[dict]) -> None:
     lines = [{"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}, *actions]
     (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in lines) + "\n")
@@ -780,11 +779,7 @@ def test_absolute_adds_through_the_real_location_keep_their_files(cli: Cli, tmp_
 
 def test_a_checkpoint_without_add_paths_deletes_nothing(cli: Cli, table: Path) -> None:
     """A checkpoint whose add column lost its paths would make every file look unreferenced."""
-    for _ in range(2):
-        write_deltalake(table, ROWS, mode="overwrite")
-    dt = DeltaTable(str(table))
-    dt.create_checkpoint()
-    checkpoint = table / "_delta_log" / f"{dt.version():020d}.checkpoint.parquet"
+    checkpoint = _checkpointed(table, 2)
     rows = pq.read_table(checkpoint)
     pq.write_table(rows.drop_columns(["add"]), checkpoint)
     backdate(table)

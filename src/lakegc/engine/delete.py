@@ -97,10 +97,7 @@ def delete_objects(
     tried (the connectors' deletes; a repository sweep records each batch as it goes,
     `delete_recorded`). With `max_deletes`, at most that many are tried and the rest get no row;
     `max_rate` paces them (objects a second, shared by the tasks)."""
-    by_folder = _by_folder(spark, to_delete)
-    how = Pacing(deadline=deadline, rate=max_rate, tasks=max(1, spark.sparkContext.defaultParallelism))
-    if max_deletes is not None:
-        how = replace(how, quotas=_quotas(by_folder, max_deletes))
+    by_folder, how = _paced(spark, to_delete, Pacing(deadline=deadline, rate=max_rate), max_deletes)
     return by_folder.mapInArrow(lambda batches: _delete(storage, batches, how), ddl(DELETES))
 
 
@@ -129,6 +126,15 @@ def _by_folder(spark: SparkSession, to_delete: DataFrame) -> DataFrame:
     return to_delete.repartition(spark.sparkContext.defaultParallelism * 2, folder).sortWithinPartitions("address")
 
 
+def _paced(spark: SparkSession, to_delete: DataFrame, how: Pacing, max_deletes: int | None) -> tuple[DataFrame, Pacing]:
+    """`to_delete` by folder, and `how` told how many tasks share its rate and, with a budget,
+    each partition's quota of it."""
+    by_folder = _by_folder(spark, to_delete)
+    if max_deletes is not None:
+        how = replace(how, quotas=_quotas(by_folder, max_deletes))
+    return by_folder, replace(how, tasks=max(1, spark.sparkContext.defaultParallelism))
+
+
 _SWEPT = pa.schema(
     [*_TALLY, ("stopped", pa.int64()), ("slowdowns", pa.int64()), ("deferred_key", pa.string())]
 )  # one task of a recorded round: its tally, the rows a budget left, and where its deferred rows are
@@ -148,10 +154,7 @@ def delete_recorded(
     of the batch in flight, and one that continues skips what the records say is gone. Rows
     deferred past the deadline go under `deferred_folder` instead, for the next round. With
     `max_deletes`, at most that many objects are tried; the rest are counted as `stopped`."""
-    by_folder = _by_folder(spark, to_delete)
-    if max_deletes is not None:
-        how = replace(how, quotas=_quotas(by_folder, max_deletes))
-    how = replace(how, tasks=max(1, spark.sparkContext.defaultParallelism))
+    by_folder, how = _paced(spark, to_delete, how, max_deletes)
     prefix = folder.rstrip("/")
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

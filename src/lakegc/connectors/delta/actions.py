@@ -268,19 +268,15 @@ def _file_batches(
 
     if actions is None:
         return []
+    names = set(actions.type.names)
     present = pc.is_valid(actions)
     if vectors_only:
-        if "deletionVector" not in {actions.type.field(i).name for i in range(actions.type.num_fields)}:
+        if "deletionVector" not in names:
             return []
         present = pc.and_(present, pc.is_valid(actions.field("deletionVector")))
     rows = pc.indices_nonzero(present)
     actions = actions.take(rows)
     n = len(actions)
-    names = (
-        set(actions.type.names)
-        if hasattr(actions.type, "names")
-        else {actions.type.field(i).name for i in range(actions.type.num_fields)}
-    )
 
     def field(name: str, kind: pa.DataType) -> pa.Array:
         return actions.field(name).cast(kind) if name in names else pa.nulls(n, kind)
