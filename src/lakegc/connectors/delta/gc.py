@@ -40,6 +40,7 @@ from lakegc.connectors.delta.log import (
     segment,
 )
 from lakegc.connectors.delta.vacuum import judge, live_files
+from lakegc.connectors.foreign import DELTA, find_markers, foreign_folders, outside_foreign, report_left_out
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
 from lakegc.engine.arrowio import read_parquet, write_parquet
@@ -50,12 +51,12 @@ from lakegc.engine.listing import list_folders, location_folders, open_location
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, RunFolder, RunState
-from lakegc.errors import InvalidArgument, LakegcError, UnsafeLocation
+from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 # Reader features whose tables lakegc reads correctly: none of them names files another way.
 # A table needing any other feature is refused (its files could be named where lakegc does not look).
@@ -256,9 +257,13 @@ def _mark(
     now_ms = int(now_of(run).timestamp() * 1000)
     timed("listing the table", roots[0])
     folders = location_folders(storage, "0", depth=1, leave_out=(LOG,))  # top-level folders, one task each
-    listing = list_folders(spark, storage, folders, now_of(run) - retention).persist()
+    listed = list_folders(spark, storage, folders, now_of(run) - retention).persist()
+    # another Delta table inside is refused (its log would be taken for this table's unreferenced
+    # files); any other table nobody named is left out whole
+    foreign = foreign_folders(find_markers(listed), refuse=frozenset({DELTA}))
+    report_left_out(run, foreign, {"0": roots[0]}, timed)
+    listing = outside_foreign(listed, foreign)
     started.tally_listing(listing, now_of(run))
-    _refuse_nested_tables(listing)
     timed(
         "reading the Delta log",
         f"version {state.version}"
@@ -284,23 +289,9 @@ def _mark(
         started.folder.key(REPEATS),
     )
     decided.unpersist()
-    listing.unpersist()
+    listed.unpersist()
     timed.stop()
     started.recorder.transition(run, RunState.MARKED)
-
-
-def _refuse_nested_tables(listing: DataFrame) -> None:
-    """Another Delta table inside this one (a `_delta_log/` below the root) would be collected as
-    unreferenced files, its log included: the run stops (one row looked up, nothing collected)."""
-    from pyspark.sql import functions as F
-
-    found = listing.where(F.col("address").contains("/_delta_log/")).select("address").limit(1).collect()
-    if found:
-        nested = found[0]["address"].split("/_delta_log/")[0]
-        raise UnsafeLocation(
-            f"another Delta table lies inside this one, at {nested}/: its files are not this table's; "
-            "collect each table on its own (nothing was deleted)"
-        )
 
 
 def _fingerprint(storage: Storage, seg: Segment) -> tuple:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakegc.connectors.foreign import ICEBERG, Foreign, find_markers, foreign_folders, report_left_out
 from lakegc.connectors.iceberg.catalogs import (
     Loaded,
     changed_since,
@@ -46,6 +47,7 @@ from lakegc.connectors.iceberg.catalogs import (
     load_catalog,
     load_tables,
     other_catalogs_tables,
+    real_location,
     reload_all,
 )
 from lakegc.connectors.iceberg.expire import Expiry, Ref, Snap, expiry
@@ -223,8 +225,12 @@ def _mark(
         "listing table locations",
         ", ".join(r.uri for r in roots) + (f"; {left_out} nested table location(s) left out" if left_out else ""),
     )
-    listing = _list(spark, roots, cutoff, [partition_scopes(root, tables) for root in roots]).persist()
+    raw = _list(spark, roots, cutoff).persist()
+    foreign = foreign_folders(find_markers(raw), own_markers(roots, tables))
+    report_left_out(run, foreign, {str(i): r.uri for i, r in enumerate(roots)}, timed)
+    listing = _visible(raw, roots, [partition_scopes(root, tables) for root in roots], foreign).persist()
     old = started.tally_listing(listing, now)
+    raw.unpersist()
     timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
     expired = [t.expired for t in tables if t.expired]
@@ -480,11 +486,9 @@ def partition_scopes(root: Root, tables: list[Loaded]) -> dict[str, frozenset[st
     return scopes
 
 
-def _list(
-    spark: SparkSession, roots: list[Root], cutoff: datetime, scopes: list[dict[str, frozenset[str]]]
-) -> DataFrame:
-    """The files under the roots (LISTING_DDL, `slice` = the root's index), hidden paths left out
-    (`scopes`: each root's `partition_scopes`)."""
+def _list(spark: SparkSession, roots: list[Root], cutoff: datetime) -> DataFrame:
+    """Everything under the roots (LISTING_DDL, `slice` = the root's index), less the nested tables'
+    locations the catalogs name (never entered)."""
     frames = []
     for index, root in enumerate(roots):
         if isinstance(root.storage, LocalStorage) and not root.storage.root.is_dir():
@@ -499,8 +503,16 @@ def _list(
     listing = frames[0]
     for frame in frames[1:]:
         listing = listing.unionByName(frame)
+    return listing
 
-    leave_out = [r.leave_out for r in roots]
+
+def _visible(
+    listing: DataFrame, roots: list[Root], scopes: list[dict[str, frozenset[str]]], foreign: list[Foreign]
+) -> DataFrame:
+    """The listed files a run may judge: hidden paths left out (`scopes`: each root's
+    `partition_scopes`), and everything under a nested table's location, named by a catalog
+    (`Root.leave_out`) or found by its marker (`foreign`)."""
+    leave_out = [r.leave_out + tuple(f.prefix for f in foreign if f.slice == str(i)) for i, r in enumerate(roots)]
 
     def visible(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -516,6 +528,20 @@ def _list(
             )
 
     return listing.mapInArrow(visible, ddl(LISTING))
+
+
+def own_markers(roots: list[Root], tables: list[Loaded]) -> set[Foreign]:
+    """The Iceberg markers that are the run's own: `metadata/` in the folder of every table it read
+    (at its location, and where its current metadata file lies), under each root."""
+    own = set()
+    for index, root in enumerate(roots):
+        for t in tables:
+            metadata_folder = parse_location(t.table.metadata_location.rsplit("/", 2)[0])
+            for place in (t.real, real_location(metadata_folder)):
+                if within(place, root.real):
+                    prefix = "" if place == root.real else key_prefix(root.real, place)
+                    own.add(Foreign(str(index), prefix, ICEBERG))
+    return own
 
 
 def _locate(roots: list[Root]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -1,0 +1,136 @@
+"""Tables nobody told lakegc about: found by the marker every such table leaves on storage.
+
+A collector knows the tables of the catalogs it reads, and the deletion guard knows the places the
+lakegc metastore and the configured catalogs name. A table of a catalog nobody configured is known
+to neither, but it announces itself on storage: an Iceberg table by `metadata/*.metadata.json`, a
+Delta table by `_delta_log/`, a lakegc namespace by `_lakegc/repository.json`, a lakeFS namespace by
+`_lakefs/`. A folder below a collected location that holds such a marker, and that is not one of the
+collector's own tables, belongs to someone else: it is left out of the listing whole, so nothing in
+it is ever a candidate. A marker at the collected location itself (another system owns the very
+same folder) refuses the run: there is nothing the collector could safely list.
+
+Markers are matched in the JVM (one regular expression over the persisted listing, no Python
+worker); only the folders that hold one (a few rows per foreign table) reach the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakegc.errors import UnsafeLocation
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from lakegc.engine.progress import PhaseTimer
+    from lakegc.engine.runs import Run
+
+ICEBERG, DELTA, LAKEGC, LAKEFS = "Iceberg table", "Delta table", "lakegc namespace", "lakeFS namespace"
+
+# What each kind leaves in its folder, as a regular expression over the rest of a key below that
+# folder (Java and Python read these the same way). Iceberg's metadata files may be compressed
+# (`.gz.metadata.json`, `.metadata.json.gz`); a Hadoop catalog also writes `version-hint.text`.
+MARKERS = {
+    DELTA: r"_delta_log/",
+    ICEBERG: r"metadata/(?:[^/]*\.metadata\.json(?:\.gz)?|version-hint\.text)$",
+    LAKEGC: r"_lakegc/repository\.json$",
+    LAKEFS: r"_lakefs/",
+}
+# Group 1: the folder holding the marker (shortest first: `??` tries no folder, then the outermost,
+# so a marker inside a foreign table never hides the table itself); groups 2.. say which kind.
+PATTERN = "^(.*?/)??(?:" + "|".join(f"({p})" for p in MARKERS.values()) + ")"
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A folder (a key prefix below the collected location, `` for the location itself) that holds
+    a table marker of `kind`; `slice` says which of the run's listed locations it was found in."""
+
+    slice: str
+    prefix: str
+    kind: str
+
+    def shown(self, base: str) -> str:
+        return f"{base.rstrip('/')}/{self.prefix} ({self.kind})"
+
+
+def report_left_out(run: Run, foreign: list[Foreign], bases: dict[str, str], timed: PhaseTimer) -> None:
+    """Say which folders holding a table nobody named were left out (`bases`: each slice's location):
+    a line as the run goes, a count in its summary, each folder in its JSON."""
+    shown = [f.shown(bases[f.slice]) for f in foreign]
+    run.details["foreign table folders left out"] = len(shown)
+    run.details["foreign tables left out"] = shown
+    if shown:
+        timed("leaving out tables nobody named", "; ".join(shown))
+
+
+def foreign_folders(
+    found: Iterable[Foreign], own: set[Foreign] = frozenset(), refuse: frozenset[str] = frozenset()
+) -> list[Foreign]:
+    """The folders to leave out, outermost only, sorted: every marker folder that is not one of the
+    collector's own (`own`: its own tables' markers, an Iceberg collector's `metadata/` in each of
+    its tables' folders). A foreign marker at the location itself, or one of a kind in `refuse`
+    (what this collector would take for its own files: a Delta table inside a Delta table), refuses
+    the run instead: nothing could be listed safely."""
+    outside = sorted({f for f in found if f not in own}, key=lambda f: (f.slice, len(f.prefix), f.prefix, f.kind))
+    for f in outside:
+        if f.prefix == "" or f.kind in refuse:
+            raise UnsafeLocation(_refusal(f))
+    outermost: list[Foreign] = []
+    for f in outside:
+        if not any(o.slice == f.slice and f.prefix.startswith(o.prefix) for o in outermost):
+            outermost.append(f)
+    return sorted(outermost, key=lambda f: (f.slice, f.prefix))
+
+
+def _refusal(f: Foreign) -> str:
+    marker = {ICEBERG: "metadata/*.metadata.json", DELTA: "_delta_log/", LAKEGC: "_lakegc/repository.json"}
+    where = "the location itself is" if f.prefix == "" else f"another table lies inside this one, at {f.prefix}:"
+    return (
+        f"{where} a {f.kind} ({marker.get(f.kind, '_lakefs/')} found there): its files are not this run's to judge; "
+        "collect each table on its own, by the system that owns it (nothing was deleted)"
+    )
+
+
+def marker_of(key: str) -> tuple[str, str] | None:
+    """The (folder, kind) of the marker a key reveals, or None: the rule `find_markers` runs in the
+    JVM, written for Python (tests and single keys)."""
+    import re
+
+    match = re.match(PATTERN, key)
+    if match is None:
+        return None
+    kind = next(k for k, g in zip(MARKERS, match.groups()[1:]) if g is not None)
+    return match.group(1) or "", kind
+
+
+def find_markers(listing: DataFrame) -> list[Foreign]:
+    """Every (slice, folder, kind) of a marker in a listing (`columns.LISTING`): one pass in the JVM,
+    and only the distinct folders (a handful per table) reach the driver."""
+    from pyspark.sql import functions as F
+
+    address = F.col("address")
+    kind: Column = F.lit(None)
+    for index, name in reversed(list(enumerate(MARKERS, start=2))):
+        kind = F.when(F.regexp_extract(address, PATTERN, index) != "", F.lit(name)).otherwise(kind)
+    rows = (
+        listing.where(address.rlike(PATTERN))
+        .select("slice", F.regexp_extract(address, PATTERN, 1).alias("prefix"), kind.alias("kind"))
+        .distinct()
+        .collect()
+    )
+    return [Foreign(r["slice"], r["prefix"], r["kind"]) for r in rows]
+
+
+def outside_foreign(listing: DataFrame, foreign: list[Foreign]) -> DataFrame:
+    """The listing less every object under a foreign folder of its slice (a JVM filter)."""
+    from pyspark.sql import functions as F
+
+    if not foreign:
+        return listing
+    under = F.lit(False)
+    for f in foreign:
+        under = under | ((F.col("slice") == f.slice) & F.col("address").startswith(f.prefix))
+    return listing.where(~under)
