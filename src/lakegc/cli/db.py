@@ -13,7 +13,7 @@ app = new_app("Metastore schema.")
 def init(ctx: typer.Context) -> None:
     """Create or migrate the metastore schema."""
     st = state(ctx)
-    version = st.lake.metastore.init()
+    version = st.creating_lake.metastore.init()
     typer.echo(f"metastore ready (schema version {version})")
 
 

@@ -70,6 +70,13 @@ class State:
 
     @cached_property
     def lake(self) -> Lake:
+        """The metastore's lake, which must exist: a mistyped URL is an error, not an empty lake."""
+        return Lake(Metastore(self.metastore_url, create=False))
+
+    @cached_property
+    def creating_lake(self) -> Lake:
+        """For the commands that may create the metastore: `repo create`, `db init`, `serve` and
+        `auth create-user` (setting up a server), and the demo (its own)."""
         return Lake(Metastore(self.metastore_url))
 
     def repo(self, uri: LakeUri) -> Repository:

@@ -29,7 +29,7 @@ def repo_create(
     target = parse_uri(uri)
     if target.ref:
         output.fail(f"invalid URI {uri!r}: expected lakegc://REPO")
-    info = state(ctx).lake.create_repository(target.repo, namespace, default_branch)
+    info = state(ctx).creating_lake.create_repository(target.repo, namespace, default_branch)
     if as_json:
         output.emit_json(output.repo_doc(info))
     else:

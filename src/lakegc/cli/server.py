@@ -19,7 +19,7 @@ def create_user(
     """Create a user and its first key pair. The secret is shown only now: it is stored hashed."""
     from lakegc.server.users import create_user as create
 
-    pair = create(state(ctx).lake.metastore, name)
+    pair = create(state(ctx).creating_lake.metastore, name)
     if as_json:
         output.emit_json({"access_key_id": pair.access_key_id, "secret_access_key": pair.secret_access_key})
         return
@@ -46,7 +46,7 @@ def serve(
     from lakegc.server.app import create_app
     from lakegc.storage import normalize_location
 
-    lake = state(ctx).lake
+    lake = state(ctx).creating_lake
     lake.metastore.ensure_schema()
     app = create_app(lake, [normalize_location(prefix) for prefix in external])
     output.say(f"lakegc serve: lakeFS API at http://{host}:{port}/api/v1 (Ctrl-C stops)", err=True)

@@ -75,16 +75,15 @@ class Metastore:
     write transactions are serialized (the repository's compare-and-swap branch moves, staging
     upserts and the GC lease table rely on it), and a read transaction is one consistent snapshot."""
 
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, create: bool = True):
+        """`create=False`: a SQLite database that does not exist yet is an error at first use, not
+        a new empty metastore (a mistyped path must not read as "no repositories")."""
         self.url = url or default_url()
+        self.create = create
         try:
             self.engine = _create_engine(self.url)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError, ImportError) as exc:
             raise MetastoreError(f"invalid metastore URL {mask_secrets(self.url)!r}: {exc}") from None
-        except OSError as exc:
-            raise MetastoreError(
-                f"metastore {mask_secrets(self.url)}: cannot create its folder: {exc.strerror}"
-            ) from None
         self._ready = False
 
     @contextmanager
@@ -108,6 +107,7 @@ class Metastore:
         """Every command calls this first: a database already at our version costs one read; only
         a fresh or older one takes the write path of `init`."""
         if not self._ready:
+            self._check_exists()
             with _errors(self.url), self.engine.connect() as conn, conn.begin():
                 current = (
                     conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
@@ -122,6 +122,7 @@ class Metastore:
     def init(self) -> int:
         """Create or migrate the schema; returns the version now in place. It runs as a write
         transaction, so processes that start at once on a fresh database create it one at a time."""
+        self._make_folder()
         with _errors(self.url), self.engine.connect() as conn, conn.execution_options(lakegc_write=True).begin():
             fresh = not sa.inspect(conn).has_table(schema.schema_version.name)
             schema.metadata.create_all(conn, checkfirst=True)
@@ -137,6 +138,28 @@ class Metastore:
                 conn.execute(schema.schema_version.insert().values(version=version, applied_at=utcnow()))
         self._ready = True
         return SCHEMA_VERSION
+
+    def _check_exists(self) -> None:
+        database = sqlite_file(self.url)
+        if database is None or os.path.exists(database):
+            return
+        if not self.create:
+            raise MetastoreError(
+                f"no metastore at {mask_secrets(self.url)} (no such file): check --metastore or "
+                "LAKEGC_METASTORE, or create it with `lakegc db init` or `lakegc repo create`"
+            )
+        self._make_folder()
+
+    def _make_folder(self) -> None:
+        database = sqlite_file(self.url)
+        if database is None:
+            return
+        try:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MetastoreError(
+                f"metastore {mask_secrets(self.url)}: cannot create its folder: {exc.strerror}"
+            ) from None
 
     def ddl(self) -> str:
         statements = []
@@ -163,8 +186,6 @@ def _create_engine(url: str) -> Engine:
             f"unsupported database {parsed.get_backend_name()!r}: the metastore runs on SQLite "
             "(sqlite:///PATH) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)"
         )
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(parsed, connect_args={"timeout": 60})
 
     @sa.event.listens_for(engine, "connect")
