@@ -395,7 +395,32 @@ def test_global_metastore_option_overrides_the_environment(env, cli):
     other = f"sqlite:///{env.root / 'elsewhere.db'}"
     cli("--metastore", other, "repo", "create", REPO, str(env.namespace()))
     assert [r["id"] for r in cli("--metastore", other, "repo", "list", "--json").json()] == ["repo"]
-    assert cli("repo", "list", "--json").json() == []
+    one_error(cli("repo", "list", "--json", ok=False), "no metastore at", json_cmd=True)  # the env's: never made
+
+
+def test_a_metastore_that_does_not_exist_is_an_error_not_an_empty_lake(env, cli, tmp_path):
+    """The review's typo: a SQLite path that does not exist. Every command but the ones that
+    create a metastore says so, naming the URL and how to create one, and creates nothing."""
+    typo = tmp_path / "no" / "such" / "dir" / "x.db"
+    url = f"sqlite:///{typo}"
+    for args in (
+        ["repo", "list"],
+        ["log", "lakegc://repo/main"],
+        ["gc", "runs", "lakegc://repo"],
+        ["branch", "list", "lakegc://repo"],
+        ["fs", "ls", "lakegc://repo/main/"],
+    ):
+        result = cli("--metastore", url, *args, ok=False)
+        one_error(result, "no metastore at", "db init", "repo create")
+        assert url in result.stderr
+    assert not (tmp_path / "no").exists()
+    assert cli("--metastore", url, "db", "schema").stdout.startswith("CREATE TABLE")  # needs no database
+    assert not (tmp_path / "no").exists()
+    assert "metastore ready" in cli("--metastore", url, "db", "init").stdout
+    assert cli("--metastore", url, "repo", "list", "--json").json() == []
+    fresh = f"sqlite:///{tmp_path / 'fresh' / 'y.db'}"
+    cli("--metastore", fresh, "repo", "create", REPO, str(env.namespace()))
+    assert [r["id"] for r in cli("--metastore", fresh, "repo", "list", "--json").json()] == ["repo"]
 
 
 def test_invalid_metastore_url_is_one_error_line(cli):
@@ -475,6 +500,7 @@ def test_process_unreachable_postgresql_metastore_is_one_line_without_the_passwo
 def test_console_script_entry_point_runs_and_reports_errors(env, sh):
     script = Path(sys.executable).parent / "lakegc"
     assert script.exists(), "the package's console script is installed with it"
+    sh("db", "init")
     proc = subprocess.run(
         [str(script), "fs", "cat", "lakegc://missing/main/a.txt"],
         capture_output=True,

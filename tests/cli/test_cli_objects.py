@@ -400,7 +400,8 @@ def test_rm_stages_a_deletion_and_old_commit_still_serves_the_object(cli, repo_u
 
 def test_rm_of_staged_only_object_unstages_it(cli, repo_uri, put):
     put(f"{MAIN}/new.txt", b"n")
-    cli("fs", "rm", f"{MAIN}/new.txt")
+    said = cli("fs", "rm", f"{MAIN}/new.txt").stdout
+    assert "unstaged" in said and "deletion staged" not in said  # says what it did
     assert paths(cli, MAIN) == []
     assert staged(cli) == []
 
@@ -408,6 +409,7 @@ def test_rm_of_staged_only_object_unstages_it(cli, repo_uri, put):
 def test_rm_of_overwritten_committed_object_removes_it(cli, repo_uri, put):
     put(f"{MAIN}/a.txt", b"old")
     commit(cli)
+    assert "deletion staged" in cli("fs", "rm", f"{MAIN}/a.txt").stdout
     put(f"{MAIN}/a.txt", b"new")
     cli("fs", "rm", f"{MAIN}/a.txt")
     assert paths(cli, MAIN) == []

@@ -17,6 +17,13 @@ REPO_KEYS = {"id", "storage_namespace", "default_branch", "creation_date"}
 pytestmark = pytest.mark.usefixtures("short_lock_wait")
 
 
+@pytest.fixture(autouse=True)
+def metastore(cli) -> None:
+    """Every test here starts on an empty metastore that exists (one that does not is an error for
+    every command but those that create it: test_cli_errors)."""
+    cli("db", "init")
+
+
 def tags(cli, repo: str = REPO) -> dict[str, str]:
     return {t["id"]: t["commit_id"] for t in cli("tag", "list", repo, "--json").json()}
 

@@ -6,6 +6,7 @@ def test_upload_commit_cat_roundtrip(cli, repo_uri, put):
 
 
 def test_process_cli_reports_one_line_error(sh):
+    sh("db", "init")
     result = sh("fs", "cat", "lakegc://missing/main/a.txt")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == ["error: repository 'missing' not found"]

@@ -667,7 +667,8 @@ def test_log_paths_that_climb_out_of_the_table_are_never_this_tables(cli: Cli, t
 
 def test_a_symlinked_folder_in_the_table_is_never_followed(cli: Cli, tmp_path: Path) -> None:
     """A partition folder that is a symlink to somewhere else: the listing does not enter it, and
-    an expired remove naming a file through it is not deleted there (the run says so and fails)."""
+    an expired remove naming a file through it is not deleted there: a file the listing did not
+    find is never sent to delete, and the run counts it as not found."""
     table, elsewhere = tmp_path / "t", tmp_path / "elsewhere"
     write_deltalake(table, ROWS)
     stray(elsewhere, "old.parquet")
@@ -676,8 +677,8 @@ def test_a_symlinked_folder_in_the_table_is_never_followed(cli: Cli, tmp_path: P
     remove = {"path": "p=x/old.parquet", "dataChange": True, "size": 1, "deletionTimestamp": 1}
     _commit(table / "_delta_log", 1, [{"remove": remove}])
     before = snapshot(elsewhere)
-    result = cli("delta", "gc", str(table), "--retention", "0s", "--force", ok=False)
-    one_error(result, "could not be deleted")
+    run = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()
+    assert (run["num_candidates"], run["num_deleted"], run["details"]["removed files not found"]) == (0, 0, 1)
     assert snapshot(elsewhere) == before
 
 
@@ -881,3 +882,26 @@ def test_a_delete_budget_stops_short_and_the_next_run_deletes_the_rest(cli: Cli,
     assert not any((table / f"orphan-{i}.parquet").exists() for i in range(10))
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == ROWS.num_rows
     one_error(cli("delta", "gc", str(table), "--max-delete-rate", "0", ok=False), "--max-delete-rate")
+
+
+def test_budgeted_runs_count_each_file_and_its_bytes_once(cli: Cli, table: Path) -> None:
+    """The review's case (issue 33, finding 3): files removed by overwrites, collected over two
+    budgeted runs. Each file is deleted and counted once; the bytes over both runs add up to what
+    the files held; files an earlier run deleted are listed as delta-rs lists them, never counted."""
+    for i in range(3):
+        write_deltalake(table, ROWS, mode="overwrite" if i else "append")
+    removed = {f: (table / f).stat().st_size for f in oracle(table, 0, True)}
+    stray(table, "orphan.parquet")
+    removed["orphan.parquet"] = (table / "orphan.parquet").stat().st_size
+    first = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--max-deletes", "1", "--json").json()
+    assert (first["num_deleted"], first["num_candidates"]) == (1, len(removed))
+    again = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()
+    assert again["num_deleted"] == len(removed) - 1 and again["num_candidates"] == len(removed) - 1
+    assert first["bytes_deleted"] + again["bytes_deleted"] == sum(removed.values())
+    assert again["details"]["removed files not found"] == (1 if first["files"] != ["orphan.parquet"] else 0)
+    assert not any((table / f).exists() for f in removed)
+    third = cli("delta", "gc", str(table), "--retention", "0s", "--force", "--json").json()
+    assert (third["num_candidates"], third["num_deleted"], third["bytes_deleted"]) == (0, 0, 0)
+    assert third["files"] == oracle(table, 0, True)  # delta-rs still lists the removes' files
+    assert third["details"]["removed files not found"] == len(removed) - 1
+    assert DeltaTable(str(table)).to_pyarrow_table().num_rows == ROWS.num_rows

@@ -43,6 +43,8 @@ MARKER_CASES = {
     "a lakeFS namespace": ("lfs/_lakefs/dummy", ("lfs/", LAKEFS)),
     "outermost wins: a log inside a foreign table": ("x/_delta_log/y/_delta_log/0.json", ("x/", DELTA)),
     "a data file is no marker": ("p/foreign/data/00000-0-a.parquet", None),
+    "odd folder names are folders like any": ("we ird/t%2F é/metadata/v1.metadata.json", ("we ird/t%2F é/", ICEBERG)),
+    "a name that only ends like a marker": ("t/my_delta_log/x", None),
 }
 
 
@@ -82,7 +84,10 @@ def test_markers_that_refuse_the_run(found: Foreign, refuse: frozenset[str], mes
 
 
 # -- foreign tables on disk ----------------------------------------------------------------------
-LAYOUTS = {"at the warehouse root, foreign at db2/foreign": ("", "db2/foreign"), "at p, foreign at p/foreign": ("p", "p/foreign")}
+LAYOUTS = {
+    "at the warehouse root, foreign at db2/foreign": ("", "db2/foreign"),
+    "at p, foreign at p/foreign": ("p", "p/foreign"),
+}
 
 
 def tree(root: Path) -> dict[str, float]:

@@ -38,8 +38,10 @@ def kinds(found: dict[str, Any]) -> list[str]:
     return sorted(r["kind"] for r in found["reasons"])
 
 
-def near(text: str | None, when: datetime, slack: timedelta = timedelta(minutes=5)) -> bool:
-    return text is not None and abs(datetime.fromisoformat(text) - when) < slack
+def near(seconds: int | None, when: datetime, slack: timedelta = timedelta(minutes=5)) -> bool:
+    """A time as --json gives every time: integer Unix seconds (as fs stat's mtime)."""
+    assert seconds is None or isinstance(seconds, int)
+    return seconds is not None and abs(datetime.fromtimestamp(seconds, UTC) - when) < slack
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import subprocess
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,7 +24,7 @@ import pytest
 from conftest import CliResult, Env, make_cli, new_metastore, one_error, snapshot
 
 from lakegc.repo.repository import Lake
-from lakegc.timeutil import as_utc, utcnow
+from lakegc.timeutil import utcnow
 
 REPO = "lakegc://repo"
 SUMMARY_KEYS = {
@@ -384,7 +384,8 @@ def test_candidates_json_lists_address_size_mtime_and_reason(life):
     )
     for r in rows:
         name = "A1" if r["address"] == g.keys["A1"] else "D1"
-        assert abs((as_utc(datetime.fromisoformat(r["mtime"])) - g.mtimes[name]).total_seconds()) < 1
+        assert isinstance(r["mtime"], int)  # integer Unix seconds, as every time in --json
+        assert abs((datetime.fromtimestamp(r["mtime"], UTC) - g.mtimes[name]).total_seconds()) < 1
     dry_rows = life.cli("gc", "candidates", REPO, life.dry.json()["run_id"], "--json").json()
     assert sorted(r["address"] for r in dry_rows) == sorted(r["address"] for r in rows)
 
@@ -468,6 +469,10 @@ def test_get_config_table_shows_each_branch_and_its_days(cli, repo_uri):
     cli("gc", "set-config", REPO, "-f", "-", input=json.dumps(RULES))
     out = cli("gc", "get-config", REPO).stdout
     assert "main" in out and "28" in out and "dev" in out and "21" in out
+    assert "quarantine_days" not in out
+    cli("gc", "set-config", REPO, "-f", "-", input=json.dumps({**RULES, "quarantine_days": 5}))
+    shown = [line for line in cli("gc", "get-config", REPO).stdout.splitlines() if "quarantine_days" in line]
+    assert len(shown) == 1 and shown[0].split()[-1] == "5"  # the table shows what --json shows
 
 
 INVALID_RULES = [

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from conftest import CliResult, Env, make_cli, new_metastore, one_error, snapshot
 
 from lakegc.metastore import schema as t
-from lakegc.timeutil import as_utc, utcnow
+from lakegc.timeutil import utcnow
 
 REPO = "lakegc://repo"
 Cli = Callable[..., CliResult]
@@ -552,7 +552,7 @@ def test_objects_newer_than_min_age_are_never_candidates(mixed):
     _kept(mixed, "Y1")
     cutoff = datetime.fromisoformat(mixed.summary["cutoff_time"])
     assert mixed.summary["min_age_seconds"] == 24 * 3600
-    assert mixed.candidates and all(as_utc(datetime.fromisoformat(c["mtime"])) < cutoff for c in mixed.candidates)
+    assert mixed.candidates and all(datetime.fromtimestamp(c["mtime"], UTC) < cutoff for c in mixed.candidates)
 
 
 def test_lakegc_metadata_is_never_deleted_or_changed(mixed):

@@ -87,8 +87,10 @@ def ls(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
 def rm(ctx: typer.Context, uri: str) -> None:
     """Stage the deletion of an object."""
     target = parse_uri(uri, need_path=True)
-    state(ctx).repo(target).remove(target.ref, target.path)
-    output.say(f"{target}: deletion staged")
+    if state(ctx).repo(target).remove(target.ref, target.path):
+        output.say(f"{target}: deletion staged")
+    else:
+        output.say(f"{target}: unstaged (it was never committed, so there is no deletion to stage)")
 
 
 @app.command("cp", epilog="Example: lakegc fs cp lakegc://lake/main/events/part-0 lakegc://lake/dev/events/part-0")

@@ -15,11 +15,12 @@ from lakegc.cli.main import new_app, state
 from lakegc.cli.plot import check_target, plot_curve
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
-from lakegc.engine.report import human_bytes, summary_rows, top_tables
+from lakegc.engine.report import human_bytes, summary_rows, top_tables, window_cell
 from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
 from lakegc.retention.rules import parse_rules
+from lakegc.timeutil import epoch_seconds
 from lakegc.uri import parse_uri
 
 app = new_app("Garbage collection: retention rules, runs, sweeps.")
@@ -91,6 +92,11 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
                 ["(default)", rules.default_retention_days],
                 *[[b.branch_id, b.retention_days] for b in rules.branches],
                 *[[f"path {p.glob}", p.retention_days] for p in rules.path_rules],
+                *(
+                    [["(restore window: quarantine_days)", rules.quarantine_days]]
+                    if rules.quarantine_days is not None
+                    else []
+                ),
             ],
         )
 
@@ -353,7 +359,10 @@ def restore(
     if as_json:
         output.emit_json({"repository": name, **done.to_json()})
         return
-    output.say(f"Restored {done.num_restored} object(s) ({human_bytes(done.bytes_restored)}) of run {done.run_id}.")
+    already = f"; {done.num_already_restored} were restored before (counted then)" if done.num_already_restored else ""
+    output.say(
+        f"Restored {done.num_restored} object(s) ({human_bytes(done.bytes_restored)}) of run {done.run_id}{already}."
+    )
 
 
 @app.command("purge", epilog="Example: lakegc gc purge lakegc://lake --json")
@@ -461,6 +470,7 @@ def print_runs(found: list[Run], as_json: bool) -> None:
         "CANDIDATES",
         "DELETED",
         "BYTES",
+        "RESTORE WINDOW",
         "NOTE",
         rows=[
             [
@@ -470,6 +480,7 @@ def print_runs(found: list[Run], as_json: bool) -> None:
                 r.num_candidates,
                 r.num_deleted,
                 r.bytes_deleted,
+                window_cell(r),
                 r.error or ("dry run" if r.dry_run else r.mode),
             ]
             for r in found
@@ -483,7 +494,7 @@ def print_candidates(rows: Iterator[api.Candidate], as_json: bool, named: bool =
     if as_json:
         sys.stdout.write("[")
         for i, c in enumerate(rows):
-            doc = {"address": c.address, "size": c.size, "mtime": c.mtime.isoformat(), "reason": c.reason}
+            doc = {"address": c.address, "size": c.size, "mtime": epoch_seconds(c.mtime), "reason": c.reason}
             if named:
                 doc |= {"path": c.path, "commit": c.commit, "branch": c.branch}
             sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))

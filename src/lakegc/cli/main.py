@@ -70,7 +70,8 @@ class State:
 
     @cached_property
     def lake(self) -> Lake:
-        """The metastore's lake, which must exist: a mistyped URL is an error, not an empty lake."""
+        """The metastore's lake, which must exist: a mistyped URL is an error, never a new, empty
+        lake (the metastore is created on first use by the commands that may create it)."""
         return Lake(Metastore(self.metastore_url, create=False))
 
     @cached_property

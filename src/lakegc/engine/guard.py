@@ -56,13 +56,17 @@ def root_problem(root: str, what: str, homes: Iterable[str], protected: Iterable
     return None
 
 
-def check_root(location: str, what: str, protected: Iterable[Protected]) -> str:
-    """Refuse (UnsafeLocation, one line) a root a delete must not clean; returns its real location."""
+def check_root(
+    location: str, what: str, protected: Iterable[Protected], refusal: str = "clean", outcome: str = ""
+) -> str:
+    """Refuse (UnsafeLocation, one line) a root a delete must not clean; returns its real location.
+    `refusal` and `outcome` word the line for a caller that is not about to clean (`repo create`
+    refuses to *use* a namespace, and creates nothing)."""
     root = real_location(location)
     resolved = [Protected(p.what, real, p.inside_ok) for p in protected if (real := _real_or_none(p.location))]
     problem = root_problem(root, what, home_folders() if root.startswith("file://") else (), resolved)
     if problem is not None:
-        raise UnsafeLocation(f"refusing to clean {problem}: nothing was listed or deleted")
+        raise UnsafeLocation(f"refusing to {refusal} {problem}: {outcome or 'nothing was listed or deleted'}")
     return root
 
 

@@ -29,11 +29,22 @@ _REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da", "orphan": "#0
 
 
 def _window_text(run: Run) -> str:
+    """Where the objects a run moved into its restore window are now: still there, restored or purged."""
+    parts = [f"{run.num_in_window} ({human_bytes(run.bytes_in_window)}) in the window"]
+    if run.num_restored:
+        parts.append(f"{run.num_restored} ({human_bytes(run.bytes_restored)}) restored")
+    if run.num_purged:
+        parts.append(f"{run.num_purged} ({human_bytes(run.bytes_purged)}) purged")
     if run.purged_at:
-        return f"ended {shown_time(run.quarantine_until)}; purged {shown_time(run.purged_at)}: gone for good"
-    restored = sum(r.get("num_restored", 0) for r in run.restored)
-    again = f"; {restored} restored" if run.restored else ""
-    return f"until {shown_time(run.quarantine_until)} (`gc restore` puts them back){again}"
+        return ", ".join(parts) + f"; ended {shown_time(run.quarantine_until)}, purged {shown_time(run.purged_at)}"
+    return ", ".join(parts) + f"; purge due {shown_time(run.quarantine_until)} (`gc restore` puts them back until then)"
+
+
+def window_cell(run: Run) -> str:
+    """A window run's objects in a few words (`gc runs`); empty for a run without a window."""
+    if run.quarantine_until is None or not run.num_moved:
+        return ""
+    return f"{run.num_moved} moved, {run.num_restored} restored, {run.num_purged} purged"
 
 
 def summary_rows(run: Run) -> list[list[object]]:
@@ -69,13 +80,16 @@ def summary_rows(run: Run) -> list[list[object]]:
             f"{run.num_candidates} ({human_bytes(run.bytes_candidates)})" + (f": {by_reason}" if by_reason else ""),
         ]
     )
-    if (run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)) or run.num_deleted or run.num_failed:
+    swept = run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)
+    if swept or run.num_deleted or run.num_moved or run.num_failed:
         revived = f", {run.num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
         stopped = f", {run.num_stopped} left by --max-deletes" if run.num_stopped else ""
+        window = run.quarantine_until is not None
+        count, size = (run.num_moved, run.bytes_moved) if window else (run.num_deleted, run.bytes_deleted)
         rows.append(
             [
-                "quarantined" if run.quarantine_until else "deleted",
-                f"{run.num_deleted} ({human_bytes(run.bytes_deleted)}), {run.num_failed} failed{revived}{stopped}",
+                "moved to the restore window" if window else "deleted",
+                f"{count} ({human_bytes(size)}), {run.num_failed} failed{revived}{stopped}",
             ]
         )
     if run.num_slowdowns:
@@ -150,7 +164,16 @@ def human_bytes(n: float) -> str:
 
 def render_report(run: Run) -> str:
     """The whole report as one HTML page."""
-    if run.num_deleted or (run.state == "swept" and not run.dry_run):
+    if run.quarantine_until is not None and (run.num_moved or run.state == "swept"):
+        reclaimed = (
+            f"{human_bytes(run.bytes_purged)} reclaimed: {run.num_purged:,} objects purged from the restore window"
+            if run.num_purged
+            else f"moved to the restore window: {run.num_moved:,} objects, {human_bytes(run.bytes_moved)}, "
+            f"purge due {shown_time(run.quarantine_until)}"
+        )
+        if run.num_restored:
+            reclaimed += f" ({run.num_restored:,} restored)"
+    elif run.num_deleted or (run.state == "swept" and not run.dry_run):
         reclaimed = f"{human_bytes(run.bytes_deleted)} reclaimed: {run.num_deleted:,} objects deleted"
     else:
         reclaimed = (

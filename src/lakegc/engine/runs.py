@@ -143,6 +143,16 @@ class Run:
     quarantine_until: str | None = None
     purged_at: str | None = None  # when the quarantine was purged (its objects are gone for good)
     restored: list[dict[str, Any]] = field(default_factory=list)  # each restore: {at, path, num_restored}
+    # A run with a restore window deletes nothing itself: its sweep moves what it collects into the
+    # window (num_moved), from where each object is either restored (once, however often asked) or
+    # purged when the window ends; what is left is still in the window. num_deleted counts only
+    # what a run without a window deleted for good.
+    num_moved: int = 0
+    bytes_moved: int = 0
+    num_restored: int = 0
+    bytes_restored: int = 0
+    num_purged: int = 0
+    bytes_purged: int = 0
     num_stopped: int = 0  # candidates a --max-deletes budget left (for a later `gc sweep`; a connector's next run)
     failed: list[dict[str, Any]] = field(default_factory=list)  # the first objects num_failed counts: {address, error}
     num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
@@ -150,6 +160,15 @@ class Run:
     @property
     def repository(self) -> str | None:
         return self.target if self.kind == REPOSITORY else None
+
+    @property
+    def num_in_window(self) -> int:
+        """Objects still in the restore window: moved, and neither restored nor purged."""
+        return self.num_moved - self.num_restored - self.num_purged
+
+    @property
+    def bytes_in_window(self) -> int:
+        return self.bytes_moved - self.bytes_restored - self.bytes_purged
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -170,6 +189,9 @@ class Run:
         values.setdefault("target", doc.get("repository") or "")
         values.setdefault("min_age_seconds", 0.0)
         values["state"] = RunState(values["state"])
+        if values.get("quarantine_until") and "num_moved" not in doc:  # written when num_deleted counted moves
+            values["num_moved"], values["bytes_moved"] = values.pop("num_deleted", 0), values.pop("bytes_deleted", 0)
+            values["num_restored"] = sum(r.get("num_restored", 0) for r in values.get("restored", []))
         return cls(**values)
 
     def masked(self) -> Run:
@@ -200,6 +222,12 @@ _REPOSITORY_ONLY = {
     "quarantine_until",
     "purged_at",
     "restored",
+    "num_moved",
+    "bytes_moved",
+    "num_restored",
+    "bytes_restored",
+    "num_purged",
+    "bytes_purged",
     "failed",
 }
 _CONNECTOR_ONLY = {"settings", "details"}

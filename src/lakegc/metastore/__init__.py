@@ -145,8 +145,8 @@ class Metastore:
             return
         if not self.create:
             raise MetastoreError(
-                f"no metastore at {mask_secrets(self.url)} (no such file): check --metastore or "
-                "LAKEGC_METASTORE, or create it with `lakegc db init` or `lakegc repo create`"
+                f"no metastore at {mask_secrets(self.url)} (no such file): check --metastore, LAKEGC_METASTORE "
+                "or the settings file, or create it with `lakegc db init` or `lakegc repo create`"
             )
         self._make_folder()
 

@@ -77,7 +77,13 @@ class Lake:
         validate_repo_name(name)
         validate_ref_name(default_branch)
         location = normalize_location(namespace)
-        check_root(location, "namespace", self.protected_places(repositories=False))
+        check_root(
+            location,
+            "namespace",
+            self.protected_places(repositories=False),
+            refusal="use",
+            outcome="no repository was created",
+        )
         info = RepositoryInfo(name, location, default_branch, utcnow())
         with self.store.write() as lake:
             if lake.repository(name) is not None:
@@ -348,7 +354,9 @@ class Repository:
         overlay: Changes = {r.path: None if r.address is None else entry_from_row(r) for r in staged if r.path > after}
         yield from _overlay(self.trees.entries(commit.metarange_id, prefix, after), overlay)
 
-    def remove(self, branch: str, path: str) -> None:
+    def remove(self, branch: str, path: str) -> bool:
+        """Remove `path` from the branch: a committed path gets a staged deletion (True); a path
+        that is only staged is unstaged, and nothing is left to commit (False)."""
         validate_path(path)
         with self.store.write() as tx:
             head = tx.commit(tx.branch_head(branch))
@@ -359,6 +367,7 @@ class Repository:
             tx.unstage(branch, path)
             if committed:
                 tx.stage_deletion(branch, path)
+        return committed
 
     def copy(self, src_ref: str, src_path: str, dest_branch: str, dest_path: str) -> Entry:
         """Shallow copy: the new entry shares the source's object. An in-namespace address is

@@ -39,6 +39,7 @@ from lakegc.retention.active import ActiveCommits, decide_commits
 from lakegc.retention.rules import Policies
 from lakegc.storage import Storage, read_table
 from lakegc.storage.base import ObjectInfo
+from lakegc.timeutil import epoch_seconds
 
 
 class Verdict(StrEnum):
@@ -92,7 +93,7 @@ class Reason:
             value = getattr(self, name)
             if name == "rule" and value is None:
                 continue  # only where a path rule decided
-            doc[name] = value.isoformat() if isinstance(value, datetime) else value
+            doc[name] = epoch_seconds(value) if isinstance(value, datetime) else value
         return doc
 
 
@@ -120,8 +121,8 @@ class Explanation:
             "repository": self.repository,
             "key": self.key,
             "size": self.size,
-            "mtime": self.mtime.isoformat() if self.mtime else None,
-            "now": self.now.isoformat() if self.now else None,
+            "mtime": epoch_seconds(self.mtime) if self.mtime else None,
+            "now": epoch_seconds(self.now) if self.now else None,
             "policy": self.policy,
         }
 

@@ -27,7 +27,7 @@ from lakegc.repogc.inventory_format import load_inventory
 from lakegc.repogc.lease import LEASE_TTL, Lease
 from lakegc.repogc.mark import mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
-from lakegc.repogc.quarantine import Purged, Restored, due_for_purge, purge_expired, restore
+from lakegc.repogc.quarantine import Purged, Restored, check_restorable, due_for_purge, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
 from lakegc.repogc.sweep import failures, sweep
@@ -245,6 +245,7 @@ def restore_run(
     source = lake.repository(name).gc_source()
     log = MetastoreRunLog(lake.metastore, name)
     run_id = log.resolve(run_id)
+    check_restorable(log.get(run_id)[0])
     check_namespace(source)
     with Lease(lake.metastore, name, f"restore-{run_id}") as lease:
         _took_over(log, source, lease)
@@ -327,7 +328,10 @@ def _sweep(
         finally:
             source.lower_fence(run.run_id)
         timed.stop()
-        run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
+        if window:  # moved into the window, not deleted: restorable until purged
+            run.num_moved, run.bytes_moved = swept.deletes.deleted, swept.deletes.bytes
+        else:
+            run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
         run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
         run.failed = [
             {"address": a, "error": e}

@@ -37,7 +37,7 @@ from lakegc.storage import Storage, read_table
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 class QuarantinePurged(NotFound):
@@ -60,13 +60,15 @@ class Purged:
 
 @dataclass(frozen=True)
 class Restored:
-    """What a restore put back, and what it could not (gone: purged, or never quarantined)."""
+    """What a restore put back, what an earlier restore of the run already had (counted there, not
+    again), and what it could not (gone: purged, or taken out of the quarantine by someone else)."""
 
     run_id: str
     num_restored: int
     bytes_restored: int
     num_missing: int
     missing: tuple[str, ...]  # the first few addresses that could not be restored
+    num_already_restored: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "missing": list(self.missing)}
@@ -118,20 +120,34 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
         .where("deleted")
         .dropDuplicates(["address"])
     )
-    restored_keys = output_keys(storage, run.run_id, "restored")
-    if restored_keys:  # back at their addresses: not in the quarantine, not counted as purged
-        back = read_parquet(spark, storage, restored_keys, ddl(_RESTORES)).where("restored").select("address")
+    back = _restored_addresses(spark, storage, run.run_id)
+    if back is not None:  # back at their addresses: not in the quarantine, not counted as purged
         moved = moved.join(back, "address", "left_anti")
     moved = moved.select(F.concat(F.lit(folder), "address").alias("address"), "size", "mtime", "reason")
-    how = Pacing(allowed=folder)
     prefix = run_prefix(run.run_id)
-    tally = delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", how)
+    purged_keys = output_keys(storage, run.run_id, "purged")
+    if purged_keys:  # an earlier purge that did not finish: what it deleted is counted already
+        done = read_parquet(spark, storage, purged_keys, ddl(DELETES)).where("deleted").select("address")
+        moved = moved.join(done, "address", "left_anti")
+    tally = delete_recorded(
+        spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", Pacing(allowed=folder)
+    )
     _straggler_purge(source, folder)
     left = sum(1 for _ in storage.list(folder))  # the truth: what is still there
+    run.num_purged += tally.deleted
+    run.bytes_purged += tally.bytes
     if not left:
         run.purged_at = utcnow().isoformat()
-        Recorder(log, run_folder(storage, run.run_id)).update(run)
+    Recorder(log, run_folder(storage, run.run_id)).update(run)
     return Purged(run.run_id, tally.deleted, tally.bytes, run.quarantine_until or "", left)
+
+
+def _restored_addresses(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:
+    """The addresses earlier restores of the run put back (column `address`, each once), or None."""
+    keys = output_keys(storage, run_id, "restored")
+    if not keys:
+        return None
+    return read_parquet(spark, storage, keys, ddl(_RESTORES)).where("restored").select("address").dropDuplicates()
 
 
 def _straggler_purge(source: GcSource, folder: str) -> None:
@@ -147,29 +163,47 @@ def _straggler_purge(source: GcSource, folder: str) -> None:
         _delete_batch(source.storage, batch, Pacing(allowed=folder))
 
 
+def check_restorable(run: Run) -> None:
+    """What makes a restore impossible, told before anything starts (no Spark, no lease)."""
+    if run.state not in MOVED_BY or run.dry_run:
+        raise InvalidArgument(
+            f"run {run.run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing"
+        )
+    if run.quarantine_until is None:
+        raise InvalidArgument(
+            f"run {run.run_id} deleted what it collected (it had no restore window): nothing to restore"
+        )
+    if run.purged_at is not None:
+        raise QuarantinePurged(
+            f"run {run.run_id}'s quarantine was purged at {run.purged_at} (its window ended {run.quarantine_until}): "
+            f"the {run.num_moved - run.num_restored} object(s) it moved there and nobody restored are gone"
+        )
+
+
 def restore(
     spark: SparkSession, source: GcSource, log: MetastoreRunLog, run_id: str, path_glob: str | None
 ) -> Restored:
     """Move a run's quarantined objects (those whose repository path or address matches
-    `path_glob`, or all) back to their addresses. Objects already back are counted as restored;
+    `path_glob`, or all) back to their addresses. An object an earlier restore put back is counted
+    there, not again (`num_already_restored`); one found at its address with no record (a restore
+    killed before it wrote its records) is counted now;
     an object that is not in the quarantine any more is gone, and so is the whole quarantine once
     purged: both are errors that name what is gone (the rest is restored all the same)."""
+    from pyspark.sql import functions as F
+
     run, _ = log.get(run_id)
-    if run.state not in MOVED_BY or run.dry_run:
-        raise InvalidArgument(f"run {run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing")
-    if run.quarantine_until is None:
-        raise InvalidArgument(f"run {run_id} deleted what it collected (it had no restore window): nothing to restore")
-    if run.purged_at is not None:
-        raise QuarantinePurged(
-            f"run {run_id}'s quarantine was purged at {run.purged_at} (its window ended {run.quarantine_until}): "
-            f"the {run.num_deleted} object(s) it collected are gone"
-        )
+    check_restorable(run)
     matcher = None if path_glob is None else _matcher(path_glob)
     storage = source.storage
     folder = quarantine_folder(run_id)
     moved = read_parquet(spark, storage, output_keys(storage, run_id, "deleted"), ddl(DELETES)).where("deleted")
     named = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), "address string, path string")
     chosen = moved.dropDuplicates(["address"]).join(named.dropDuplicates(["address"]), "address", "left")
+    earlier = _restored_addresses(spark, storage, run_id)
+    if earlier is None:  # restored before: said so, never counted twice, never moved again
+        chosen = chosen.withColumn("earlier", F.lit(None).cast("boolean"))
+    else:
+        chosen = chosen.join(earlier.withColumn("earlier", F.lit(True)), "address", "left")
 
     def put_back(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -178,21 +212,36 @@ def restore(
                 for r in batch.to_pylist()
                 if matcher is None or matcher(r["address"]) or (r["path"] is not None and matcher(r["path"]))
             ]
+            again = [r for r in rows if r["earlier"]]
+            if again:
+                yield pa.RecordBatch.from_pylist(
+                    [{"address": r["address"], "size": r["size"], "restored": True, "error": ALREADY} for r in again],
+                    schema=_RESTORES,
+                )
+            rows = [r for r in rows if not r["earlier"]]
             for start in range(0, len(rows), BATCH_SIZE):
                 yield _restore_batch(storage, folder, rows[start : start + BATCH_SIZE])
 
     results = chosen.mapInArrow(put_back, ddl(_RESTORES))
     written = write_parquet(results, storage, f"{run_prefix(run_id)}restored/{time.time_ns():x}", (_restore_tally, []))
-    total = written.tally.to_pylist()[0] if written.tally is not None else {"restored": 0, "bytes": 0, "missing": 0}
+    total = (
+        written.tally.to_pylist()[0]
+        if written.tally is not None
+        else {"restored": 0, "bytes": 0, "missing": 0, "already": 0}
+    )
     missing: list[str] = []
     for part in written.parts:  # the first few that are gone, to name them
         if part.tally is not None and part.tally["missing"][0].as_py() and len(missing) < _NAMED:
             table = read_table(storage, part.key, ["address", "restored"])
             missing += [a for a, ok in zip(*table.to_pydict().values(), strict=True) if not ok][: _NAMED - len(missing)]
-    restored = Restored(run_id, total["restored"], total["bytes"], total["missing"], tuple(sorted(missing)))
-    if path_glob is not None and restored.num_restored + restored.num_missing == 0:
+    restored = Restored(
+        run_id, total["restored"], total["bytes"], total["missing"], tuple(sorted(missing)), total["already"]
+    )
+    if path_glob is not None and restored.num_restored + restored.num_missing + restored.num_already_restored == 0:
         raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
     run.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
+    run.num_restored += restored.num_restored
+    run.bytes_restored += restored.bytes_restored
     Recorder(log, run_folder(storage, run_id)).update(run)
     if restored.num_missing:
         shown = ", ".join(restored.missing) + (" ..." if restored.num_missing > len(restored.missing) else "")
@@ -207,18 +256,24 @@ _RESTORES = pa.schema(
     [("address", pa.string()), ("size", pa.int64()), ("restored", pa.bool_()), ("error", pa.string())]
 )
 _NAMED = 5  # missing objects a restore's error names
+ALREADY = "already restored"  # the error of a row an earlier restore of the run put back
 
 
 def _restore_tally(batch: pa.RecordBatch) -> pa.Table:
+    """Restored now (and their bytes), restored before, missing: each row is one of the three."""
     back = pc.fill_null(batch.column("restored"), False)
-    n_back = pc.sum(back.cast(pa.int64())).as_py() or 0
+    already = pc.fill_null(pc.equal(batch.column("error"), ALREADY), False)
+    now = pc.and_(back, pc.invert(already))
+    n_now = pc.sum(now.cast(pa.int64())).as_py() or 0
+    n_already = pc.sum(already.cast(pa.int64())).as_py() or 0
     return pa.table(
         {
-            "restored": [n_back],
-            "bytes": [pc.sum(pc.filter(batch.column("size"), back)).as_py() or 0],
-            "missing": [batch.num_rows - n_back],
+            "restored": [n_now],
+            "bytes": [pc.sum(pc.filter(batch.column("size"), now)).as_py() or 0],
+            "missing": [batch.num_rows - n_now - n_already],
+            "already": [n_already],
         },
-        schema=pa.schema([(name, pa.int64()) for name in ("restored", "bytes", "missing")]),
+        schema=pa.schema([(name, pa.int64()) for name in ("restored", "bytes", "missing", "already")]),
     )
 
 

@@ -288,14 +288,14 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.head("/repositories/{repository}/refs/{ref}/objects")
     def head_object(repository: str, ref: str, path: str) -> Response:
-        """GET's status without its body: 404 for no such path, 410 for a collected object."""
+        """404 for no such path; otherwise the entry's headers, a collected object's too. lakeFS keeps
+        a collected object's entry and answers for it as for any other: only reading its data says
+        410 Gone (so lakefs-spec's `exists()` is True and `open()` fails with 410)."""
         repo = lake.repository(repository)
         try:
             entry = repo.stat(ref, path)
         except NotFound:
             return Response(status_code=404)
-        if repo.collected(entry):
-            return Response(status_code=410)
         return Response(
             headers={"Content-Length": str(entry.size), "ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
         )

@@ -92,6 +92,9 @@ KNOWN_WRITER_FEATURES = KNOWN_READER_FEATURES | {
     "allowColumnDefaults",
 }
 REPEATS = "repeats"  # files delta-rs would list more than once (removed by several actions)
+# Files delta-rs lists (an expired remove names them) that are not there any more (an earlier run,
+# or someone, deleted them): listed as delta-rs lists them, never candidates, deleted or counted.
+GONE = "gone"
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,12 @@ def _mark(
         now_ms,
         int(retention.total_seconds() * 1000),
     ).persist()
-    started.write_candidates(decided.drop("count"))
+    found = F.col("mtime").isNotNull()  # judge's mtime is the listing's: null for a file not found
+    started.write_candidates(decided.where(found).drop("count"))
+    gone = write_parquet(
+        decided.where(~found).drop("count"), started.folder.storage, started.folder.key(GONE), tally=(_count, [])
+    )
+    run.details["removed files not found"] = int(gone.tally.to_pylist()[0]["count"]) if gone.tally is not None else 0
     write_parquet(
         decided.where(F.col("count") > 1).select("address", "count"),
         started.folder.storage,
@@ -360,12 +368,17 @@ def now_of(run: Run) -> datetime:
 def file_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
     """A run's files, the multiset delta-rs's vacuum returns, sorted: table-relative, a file that
     several remove actions name named as often. A dry run's candidates; a real run's deleted files
-    (candidates less what the log's second reading kept, and less what a budget left). Streamed
-    from the run folder, never held whole on the driver."""
+    (candidates less what the log's second reading kept, and less what a budget left); both with
+    the files an expired remove names that are already gone (delta-rs lists those too, though
+    nothing is deleted or counted for them). Streamed from the run folder, never held whole on the
+    driver."""
     from pyspark.sql import functions as F
 
     output = "deleted" if swept else "candidates"
     candidates = read_parquet(spark, folder.storage, folder.parts(output), ddl(CANDIDATES)).select("address")
+    if folder.parts(GONE):  # delta-rs lists them too (its vacuum "deletes" them again)
+        gone = read_parquet(spark, folder.storage, folder.parts(GONE), ddl(CANDIDATES)).select("address")
+        candidates = candidates.unionByName(gone)
     parts = folder.parts(REPEATS)
     if parts:
         repeats = read_parquet(spark, folder.storage, parts, "address string, count long")
