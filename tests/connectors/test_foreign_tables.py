@@ -236,3 +236,36 @@ def test_catalog_gc_leaves_foreign_tables_whole(cli: Cli, tmp_path: Path, spark,
     assert not orphan.exists() and run["num_deleted"] == 1
     assert run["details"]["foreign table folders left out"] == 4
     assert "leaving out tables nobody named" in result.stderr
+
+
+def test_prefixes_answer_as_the_plain_rule_on_random_folders() -> None:
+    """The binary search of `Prefixes` against "starts with any of them", on random nested folder
+    sets (a warehouse root holding many tables makes the linear rule too slow, not wrong)."""
+    import random
+
+    from lakegc.connectors.foreign import Prefixes
+
+    rng = random.Random(33)
+    names = ["a", "b", "ab", "a.b", "a-", "z", "é"]
+    for _ in range(300):
+        folders = {
+            "/".join(rng.choice(names) for _ in range(rng.randint(1, 3))) + "/" for _ in range(rng.randint(0, 6))
+        }
+        prefixes = Prefixes.of(folders)
+        for _ in range(30):
+            key = "/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+            assert prefixes.hold(key) == any(key.startswith(f) for f in folders), (sorted(folders), key)
+
+
+@pytest.mark.parametrize("tables", [3, 200])
+def test_outside_foreign_leaves_out_the_same_keys_with_few_or_many_folders(spark, tables: int) -> None:  # noqa: ANN001
+    """A few foreign folders are a JVM filter, many a binary search per key: the same answer."""
+    from lakegc.connectors.foreign import outside_foreign
+    from lakegc.engine.columns import LISTING, ddl
+
+    foreign = [Foreign("0", f"db/t{i}/", ICEBERG) for i in range(tables)] + [Foreign("1", "x/", DELTA)]
+    keys = [(f"db/t{i}/data/f.parquet", "0") for i in range(0, 2 * tables, 3)]
+    keys += [("db/t1x/f", "0"), ("x/f", "0"), ("x/f", "1"), ("db/f", "1")]
+    listing = spark.createDataFrame([(k, 1, None, s, False) for k, s in keys], ddl(LISTING))
+    kept = {(r["address"], r["slice"]) for r in outside_foreign(listing, foreign).collect()}
+    assert kept == {(k, s) for k, s in keys if not any(f.slice == s and k.startswith(f.prefix) for f in foreign)}

@@ -15,9 +15,12 @@ worker); only the folders that hold one (a few rows per foreign table) reach the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from lakegc.errors import UnsafeLocation
 
@@ -54,6 +57,28 @@ class Foreign:
 
     def shown(self, base: str) -> str:
         return f"{base.rstrip('/')}/{self.prefix} ({self.kind})"
+
+
+@dataclass(frozen=True)
+class Prefixes:
+    """Folder key prefixes (each ends in `/`) to leave out, kept outermost only and sorted, so that
+    whether a key lies under one is a single binary search, however many there are (a warehouse
+    root holding thousands of other tables). It is exact: when a key starts with a kept prefix p,
+    nothing sorts between p and the key but keys that start with p, and those were folded into p."""
+
+    sorted: tuple[str, ...]
+
+    @classmethod
+    def of(cls, prefixes: Iterable[str]) -> Prefixes:
+        outermost: list[str] = []
+        for p in sorted(set(prefixes)):
+            if not (outermost and p.startswith(outermost[-1])):
+                outermost.append(p)
+        return cls(tuple(outermost))
+
+    def hold(self, key: str) -> bool:
+        i = bisect_right(self.sorted, key) - 1
+        return i >= 0 and key.startswith(self.sorted[i])
 
 
 def report_left_out(run: Run, foreign: list[Foreign], bases: dict[str, str], timed: PhaseTimer) -> None:
@@ -124,13 +149,29 @@ def find_markers(listing: DataFrame) -> list[Foreign]:
     return [Foreign(r["slice"], r["prefix"], r["kind"]) for r in rows]
 
 
+_JVM_FILTER_MOST = 64  # foreign folders a JVM filter tests one by one; past that, a binary search per key
+
+
 def outside_foreign(listing: DataFrame, foreign: list[Foreign]) -> DataFrame:
-    """The listing less every object under a foreign folder of its slice (a JVM filter)."""
+    """The listing less every object under a foreign folder of its slice: a JVM filter for a few
+    folders (the usual case: none or one), a binary search per key (`Prefixes`) for many."""
     from pyspark.sql import functions as F
 
     if not foreign:
         return listing
-    under = F.lit(False)
-    for f in foreign:
-        under = under | ((F.col("slice") == f.slice) & F.col("address").startswith(f.prefix))
-    return listing.where(~under)
+    if len(foreign) <= _JVM_FILTER_MOST:
+        under = F.lit(False)
+        for f in foreign:
+            under = under | ((F.col("slice") == f.slice) & F.col("address").startswith(f.prefix))
+        return listing.where(~under)
+    from lakegc.engine.columns import LISTING, ddl
+
+    by_slice = {s: Prefixes.of(f.prefix for f in foreign if f.slice == s) for s in {f.slice for f in foreign}}
+    empty = Prefixes(())
+
+    def outside(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            pairs = zip(batch.column("address").to_pylist(), batch.column("slice").to_pylist())
+            yield batch.filter(pa.array([not by_slice.get(s, empty).hold(k) for k, s in pairs], pa.bool_()))
+
+    return listing.mapInArrow(outside, ddl(LISTING))

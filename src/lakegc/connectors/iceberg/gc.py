@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakegc.connectors.foreign import ICEBERG, Foreign, find_markers, foreign_folders, report_left_out
+from lakegc.connectors.foreign import ICEBERG, Foreign, Prefixes, find_markers, foreign_folders, report_left_out
 from lakegc.connectors.iceberg.catalogs import (
     Loaded,
     changed_since,
@@ -60,7 +60,6 @@ from lakegc.connectors.iceberg.paths import (
     nested_locations,
     owners_partition_fields,
     parse_location,
-    under_any,
     within,
 )
 from lakegc.connectors.iceberg.reachable import reachable_files, snapshot_files
@@ -512,7 +511,9 @@ def _visible(
     """The listed files a run may judge: hidden paths left out (`scopes`: each root's
     `partition_scopes`), and everything under a nested table's location, named by a catalog
     (`Root.leave_out`) or found by its marker (`foreign`)."""
-    leave_out = [r.leave_out + tuple(f.prefix for f in foreign if f.slice == str(i)) for i, r in enumerate(roots)]
+    leave_out = [
+        Prefixes.of(r.leave_out + tuple(f.prefix for f in foreign if f.slice == str(i))) for i, r in enumerate(roots)
+    ]
 
     def visible(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -520,8 +521,7 @@ def _visible(
             yield batch.filter(
                 pa.array(
                     [
-                        not hidden(k, owners_partition_fields(k, scopes[int(i)]))
-                        and not under_any(k, leave_out[int(i)])
+                        not hidden(k, owners_partition_fields(k, scopes[int(i)])) and not leave_out[int(i)].hold(k)
                         for k, i in zip(keys, slices)
                     ]
                 )
@@ -656,13 +656,14 @@ def _outside(nested: dict[str, tuple[str, ...]]) -> Callable[[Iterator[pa.Record
     """Candidate rows that lie under no nested table location of the root they were listed from
     (`nested`: root base -> key prefixes; a candidate belongs to the longest base it starts with)."""
     bases = sorted(nested, key=len, reverse=True)
+    held = {base: Prefixes.of(prefixes) for base, prefixes in nested.items()}
 
     def outside(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             keep = []
             for address in batch.column("address").to_pylist():
                 base = next((b for b in bases if address.startswith(b)), None)
-                keep.append(base is None or not under_any(address[len(base) :], nested[base]))
+                keep.append(base is None or not held[base].hold(address[len(base) :]))
             yield batch.filter(pa.array(keep, pa.bool_()))
 
     return outside

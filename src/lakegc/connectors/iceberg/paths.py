@@ -122,10 +122,6 @@ def key_prefix(root: Location, nested: Location) -> str:
     return nested.path[len(root.path.rstrip("/")) + 1 :] + "/"
 
 
-def under_any(key: str, prefixes: Iterable[str]) -> bool:
-    return any(key.startswith(p) for p in prefixes)
-
-
 def listing_plan(targets: Iterable[Location], others: Iterable[Location]) -> list[tuple[Location, list[Location]]]:
     """The locations to list (shortest first) and, for each, the other tables' locations nested
     in it to leave out. A target inside another target's location is covered by that listing,
