@@ -41,6 +41,9 @@ MARKERS = {
     LAKEGC: r"_lakegc/repository\.json$",
     LAKEFS: r"_lakefs/",
 }
+# A substring every key holding a marker has: a cheap first filter, so the expression below runs
+# only on the few keys that may match (a million-key listing: 0.7 s for the expression alone).
+HINTS = ("_delta_log/", "metadata/", "version-hint.text", "_lakegc/repository.json", "_lakefs/")
 # Group 1: the folder holding the marker (shortest first: `??` tries no folder, then the outermost,
 # so a marker inside a foreign table never hides the table itself); groups 2.. say which kind.
 PATTERN = "^(.*?/)??(?:" + "|".join(f"({p})" for p in MARKERS.values()) + ")"
@@ -140,8 +143,12 @@ def find_markers(listing: DataFrame) -> list[Foreign]:
     kind: Column = F.lit(None)
     for index, name in reversed(list(enumerate(MARKERS, start=2))):
         kind = F.when(F.regexp_extract(address, PATTERN, index) != "", F.lit(name)).otherwise(kind)
+    hinted = F.lit(False)
+    for hint in HINTS:
+        hinted = hinted | address.contains(hint)
     rows = (
-        listing.where(address.rlike(PATTERN))
+        listing.where(hinted)
+        .where(address.rlike(PATTERN))
         .select("slice", F.regexp_extract(address, PATTERN, 1).alias("prefix"), kind.alias("kind"))
         .distinct()
         .collect()
