@@ -269,3 +269,24 @@ def test_outside_foreign_leaves_out_the_same_keys_with_few_or_many_folders(spark
     listing = spark.createDataFrame([(k, 1, None, s, False) for k, s in keys], ddl(LISTING))
     kept = {(r["address"], r["slice"]) for r in outside_foreign(listing, foreign).collect()}
     assert kept == {(k, s) for k, s in keys if not any(f.slice == s and k.startswith(f.prefix) for f in foreign)}
+
+
+def test_catalog_gc_on_s3_leaves_marked_folders_whole(cli: Cli, tmp_path: Path, bucket, spark) -> None:  # noqa: ANN001
+    """The same rule on an S3 store: keys are all there is, and the markers are keys."""
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    create_catalog(url)
+    orphan = f"iox/1/2/{uuid.uuid4()}.parquet"
+    foreign = [
+        "iox/db2/foreign/metadata/00001-a.metadata.json",
+        "iox/db2/foreign/data/00000-0-a.parquet",
+        "iox/t/_delta_log/00000000000000000000.json",
+        "iox/t/part-0.parquet",
+        "iox/lfs/_lakefs/dummy",
+        "iox/lfs/data/gabc/obj",
+    ]
+    for key in [orphan, *foreign]:
+        bucket.put(key)
+        bucket.faults.backdate[key] = "2020-01-01T00:00:00.000Z"
+    run = cli("catalog", "gc", "--catalog", url, "--store", f"s3://{bucket.name}/iox", "--json").json()
+    assert bucket.keys("iox/") == set(foreign)
+    assert run["num_deleted"] == 1 and run["details"]["foreign table folders left out"] == 3
