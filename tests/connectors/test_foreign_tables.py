@@ -45,6 +45,11 @@ MARKER_CASES = {
     "a data file is no marker": ("p/foreign/data/00000-0-a.parquet", None),
     "odd folder names are folders like any": ("we ird/t%2F é/metadata/v1.metadata.json", ("we ird/t%2F é/", ICEBERG)),
     "a name that only ends like a marker": ("t/my_delta_log/x", None),
+    # line terminators in a folder's name: Java's `.` stops at these without (?s), Python's at \n
+    "a carriage return in a folder name": ("a/b\rc/_delta_log/0.json", ("a/b\rc/", DELTA)),
+    "a line separator in a folder name": ("a/b\u2028c/metadata/v1.metadata.json", ("a/b\u2028c/", ICEBERG)),
+    "a newline in a folder name": ("a/b\nc/_lakefs/dummy", ("a/b\nc/", LAKEFS)),
+    "NEL in a folder name": ("a/b\u0085c/_lakegc/repository.json", ("a/b\u0085c/", LAKEGC)),
 }
 
 
@@ -62,6 +67,29 @@ def test_the_spark_rule_is_the_python_rule(spark) -> None:  # noqa: ANN001
     listing = spark.createDataFrame([(k, 1, None, "0", False) for k in keys], ddl(LISTING))
     expected = {Foreign("0", *found) for key in keys if (found := marker_of(key))}
     assert set(find_markers(listing)) == expected
+
+
+def test_own_markers_are_metadata_folders_only() -> None:
+    """An Iceberg run owns `metadata/` at each of its tables; with a metadata path elsewhere, only a
+    folder literally named `metadata` makes its parent the run's (a custom `write.metadata.path`
+    such as `shared/t_meta/` must not make `shared/` the run's: a foreign table there stays foreign)."""
+    from types import SimpleNamespace
+
+    from lakegc.connectors.iceberg.gc import Root, own_markers
+    from lakegc.connectors.iceberg.paths import parse_location
+
+    root = Root("file:///w", parse_location("file:///w"), None, parse_location("file:///w"))  # type: ignore[arg-type]
+
+    def table(location: str, metadata: str) -> SimpleNamespace:
+        return SimpleNamespace(real=parse_location(location), table=SimpleNamespace(metadata_location=metadata))
+
+    tables = [
+        table("file:///w", "file:///w/metadata/v3.metadata.json"),
+        table("file:///w/a", "file:///w/shared/t_meta/v1.metadata.json"),
+        table("file:///w/b", "file:///w/elsewhere/metadata/v1.metadata.json"),
+    ]
+    own = own_markers([root], tables)  # type: ignore[arg-type]
+    assert own == {Foreign("0", p, ICEBERG) for p in ("", "a/", "b/", "elsewhere/")}
 
 
 def test_own_markers_stay_nested_ones_go_outermost_first() -> None:

@@ -407,12 +407,38 @@ def test_refusals_that_need_no_spark_come_before_it(cli: Cli, lake, monkeypatch:
     import lakegc.repogc.job as job
 
     swept = run(cli, "--quarantine", "0s").json()
+    windowed = run(cli).json()
 
     def no_spark(*_: Any, **__: Any) -> Any:
         raise AssertionError("Spark started for a restore that cannot happen")
 
     monkeypatch.setattr(job, "_start_spark", no_spark)
     one_error(cli("gc", "restore", REPO, swept["run_id"], ok=False), "no restore window")
+    one_error(cli("gc", "restore", REPO, windowed["run_id"], "--path", "logs/[", ok=False), "invalid glob")
+
+
+def test_a_restore_killed_after_its_records_is_counted_by_the_next(cli: Cli, lake, monkeypatch) -> None:
+    """The counts come from the run's records, never by adding to the record: a restore that dies
+    after moving objects back and writing their records, before the run's record is updated, is
+    counted by the next restore, and the record never says more than it moved."""
+    from lakegc.engine import runs
+
+    old = lake["old"]
+    swept = run(cli).json()
+    real_update = runs.Recorder.update
+
+    def dies(self, run):  # type: ignore[no-untyped-def]
+        raise RuntimeError("killed before the record was updated")
+
+    monkeypatch.setattr(runs.Recorder, "update", dies)
+    assert cli("gc", "restore", REPO, swept["run_id"], "--path", "logs/**", ok=False).exit_code == 1
+    monkeypatch.setattr(runs.Recorder, "update", real_update)
+    assert cli("gc", "show", REPO, swept["run_id"], "--json").json()["num_restored"] == 0  # not updated
+    done = cli("gc", "restore", REPO, swept["run_id"], "--json").json()
+    assert (done["num_restored"], done["num_already_restored"]) == (N, N)
+    record = cli("gc", "show", REPO, swept["run_id"], "--json").json()
+    assert (record["num_moved"], record["num_restored"]) == (len(old), len(old))
+    assert record["bytes_restored"] == record["bytes_moved"]
 
 
 @pytest.mark.slow
@@ -479,3 +505,35 @@ def test_random_runs_restores_purges_and_sweeps_keep_the_counts_equal_to_the_sto
             cli("gc", "purge", REPO, "--json")
             steps.append("purge")
         check(" -> ".join(steps))
+
+
+@pytest.mark.parametrize(
+    ("restores", "purged", "expected"),
+    [
+        ([], False, (10, 0, 0, 10)),  # moved, restored, purged, in the window
+        ([6, 6], False, (10, 10, 0, 0)),  # restored twice over (0.5 counted again): at most what moved
+        ([6], True, (10, 6, 4, 0)),  # a purged window: the rest went
+    ],
+)
+def test_records_written_before_moves_were_counted_apart_read_as_moves(
+    restores: list[int], purged: bool, expected: tuple[int, int, int, int]
+) -> None:
+    from lakegc.engine.runs import Run
+
+    doc = {
+        "run_id": "20261126T000000000Z-aaaaaa",
+        "repository": "repo",
+        "state": "swept",
+        "dry_run": False,
+        "started_at": "2026-11-26T00:00:00+00:00",
+        "cutoff_time": "2026-11-25T00:00:00+00:00",
+        "num_deleted": 10,
+        "bytes_deleted": 1000,
+        "quarantine_until": "2026-11-29T00:00:00+00:00",
+        "purged_at": "2026-11-30T00:00:00+00:00" if purged else None,
+        "restored": [{"at": "2026-11-27T00:00:00+00:00", "path": None, "num_restored": n} for n in restores],
+    }
+    run = Run.from_json(doc)
+    assert (run.num_moved, run.num_restored, run.num_purged, run.num_in_window) == expected
+    assert (run.num_deleted, run.bytes_deleted, run.bytes_moved) == (0, 0, 1000)
+    assert run.bytes_in_window == (1000 if expected[3] else 0)

@@ -46,7 +46,9 @@ MARKERS = {
 HINTS = ("_delta_log/", "metadata/", "version-hint.text", "_lakegc/repository.json", "_lakefs/")
 # Group 1: the folder holding the marker (shortest first: `??` tries no folder, then the outermost,
 # so a marker inside a foreign table never hides the table itself); groups 2.. say which kind.
-PATTERN = "^(.*?/)??(?:" + "|".join(f"({p})" for p in MARKERS.values()) + ")"
+# `(?s)`: `.` matches any character, line terminators too, in Java as in Python (without it Java's
+# stops at `\r`, `\u0085`, `\u2028`, `\u2029` and Python's at `\n`: a folder named with one would hide).
+PATTERN = "(?s)^(.*?/)??(?:" + "|".join(f"({p})" for p in MARKERS.values()) + ")"
 
 
 @dataclass(frozen=True)

@@ -189,9 +189,8 @@ class Run:
         values.setdefault("target", doc.get("repository") or "")
         values.setdefault("min_age_seconds", 0.0)
         values["state"] = RunState(values["state"])
-        if values.get("quarantine_until") and "num_moved" not in doc:  # written when num_deleted counted moves
-            values["num_moved"], values["bytes_moved"] = values.pop("num_deleted", 0), values.pop("bytes_deleted", 0)
-            values["num_restored"] = sum(r.get("num_restored", 0) for r in values.get("restored", []))
+        if values.get("quarantine_until") and "num_moved" not in doc:
+            values.update(_moved_counts(values))
         return cls(**values)
 
     def masked(self) -> Run:
@@ -201,6 +200,21 @@ class Run:
     def record_counts(self, counts: CandidateCounts) -> None:
         self.num_candidates, self.bytes_candidates = counts.total, counts.bytes
         self.candidates_by_reason = dict(counts.by_reason)
+
+
+def _moved_counts(values: dict[str, Any]) -> dict[str, Any]:
+    """A record written before runs counted moves apart (lakegc < 0.6), when `num_deleted` counted
+    what a window run moved: its moves as moved; its restores as far as the record knows them (at
+    most what it moved; their bytes it kept only when all came back, so a purged window's bytes
+    count as purged); a purged window's rest as purged. The next restore or purge of the run counts all of it again
+    from its records (`repogc.quarantine.recount`)."""
+    moved, moved_bytes = values.get("num_deleted", 0), values.get("bytes_deleted", 0)
+    restored = min(moved, sum(r.get("num_restored", 0) for r in values.get("restored", [])))
+    counts = {"num_deleted": 0, "bytes_deleted": 0, "num_moved": moved, "bytes_moved": moved_bytes}
+    counts["num_restored"], counts["bytes_restored"] = restored, moved_bytes if restored == moved else 0
+    if values.get("purged_at"):
+        counts["num_purged"], counts["bytes_purged"] = moved - restored, moved_bytes - counts["bytes_restored"]
+    return counts
 
 
 _FIELDS = {f.name for f in fields(Run)}

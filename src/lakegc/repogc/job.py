@@ -245,7 +245,7 @@ def restore_run(
     source = lake.repository(name).gc_source()
     log = MetastoreRunLog(lake.metastore, name)
     run_id = log.resolve(run_id)
-    check_restorable(log.get(run_id)[0])
+    check_restorable(log.get(run_id)[0], path_glob)
     check_namespace(source)
     with Lease(lake.metastore, name, f"restore-{run_id}") as lease:
         _took_over(log, source, lease)

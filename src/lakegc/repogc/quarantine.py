@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.engine.arrowio import read_parquet, write_parquet
+from lakegc.engine.arrowio import read_parquet, store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
 from lakegc.engine.delete import BATCH_SIZE, Pacing, _delete_batch, delete_recorded, quarantine_folder
 from lakegc.engine.progress import Phase, no_progress
@@ -129,17 +130,55 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
     if purged_keys:  # an earlier purge that did not finish: what it deleted is counted already
         done = read_parquet(spark, storage, purged_keys, ddl(DELETES)).where("deleted").select("address")
         moved = moved.join(done, "address", "left_anti")
-    tally = delete_recorded(
-        spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", Pacing(allowed=folder)
-    )
-    _straggler_purge(source, folder)
+    delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", Pacing(allowed=folder))
+    _straggler_purge(source, folder, f"{prefix}purged")
     left = sum(1 for _ in storage.list(folder))  # the truth: what is still there
-    run.num_purged += tally.deleted
-    run.bytes_purged += tally.bytes
+    before, before_bytes = run.num_purged, run.bytes_purged
+    recount(spark, storage, run)
     if not left:
         run.purged_at = utcnow().isoformat()
     Recorder(log, run_folder(storage, run.run_id)).update(run)
-    return Purged(run.run_id, tally.deleted, tally.bytes, run.quarantine_until or "", left)
+    return Purged(
+        run.run_id, run.num_purged - before, run.bytes_purged - before_bytes, run.quarantine_until or "", left
+    )
+
+
+def recount(spark: SparkSession, storage: Storage, run: Run) -> None:
+    """Set the run's restored and purged counts from its records, never by adding to them: each
+    object it moved counts once, as restored (a `restored/` row says it is back) or as purged (a
+    `purged/` row says its quarantine copy was deleted, and no restore put it back). A restore or
+    purge that was killed after writing some records is counted by the next one; one run again
+    counts nothing twice."""
+    from pyspark.sql import functions as F
+
+    moved_keys = output_keys(storage, run.run_id, "deleted")
+    if not moved_keys:
+        return
+    moved = (
+        read_parquet(spark, storage, moved_keys, ddl(DELETES)).where("deleted").select("address", "size")
+    ).dropDuplicates(["address"])
+    back = _restored_addresses(spark, storage, run.run_id)
+    restored = moved.join(back, "address", "left_semi") if back is not None else None
+    purged_keys = output_keys(storage, run.run_id, "purged")
+    purged = None
+    if purged_keys:
+        folder = quarantine_folder(run.run_id)
+        gone = (
+            read_parquet(spark, storage, purged_keys, ddl(DELETES))
+            .where("deleted")
+            .where(F.col("address").startswith(folder))
+            .select(F.expr(f"substring(address, {len(folder) + 1})").alias("address"))
+            .dropDuplicates()
+        )
+        purged = moved.join(gone, "address", "left_semi")
+        if back is not None:
+            purged = purged.join(back, "address", "left_anti")
+    for frame, fields in ((restored, ("num_restored", "bytes_restored")), (purged, ("num_purged", "bytes_purged"))):
+        if frame is None:
+            continue
+        row = frame.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
+        setattr(run, fields[0], int(row["n"]))
+        setattr(run, fields[1], int(row["b"] or 0))
 
 
 def _restored_addresses(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:
@@ -150,21 +189,30 @@ def _restored_addresses(spark: SparkSession, storage: Storage, run_id: str) -> D
     return read_parquet(spark, storage, keys, ddl(_RESTORES)).where("restored").select("address").dropDuplicates()
 
 
-def _straggler_purge(source: GcSource, folder: str) -> None:
-    """Delete what is left under `folder` (objects a killed batch moved without a record) in
-    batches as the listing streams, never holding it whole."""
+def _straggler_purge(source: GcSource, folder: str, records: str) -> None:
+    """Delete what is left under `folder` (objects a killed batch moved without a record, and ones
+    whose delete failed above) in batches as the listing streams, never holding it whole; each
+    batch's outcome is recorded under `records` as the purge's own are (`recount` reads them)."""
     batch: list[dict[str, Any]] = []
+
+    def delete() -> None:
+        done = _delete_batch(source.storage, batch, Pacing(allowed=folder))
+        store_batches(source.storage, f"{records}/straggler-{uuid.uuid4().hex}.parquet", [done], DELETES)
+        batch.clear()
+
     for info in source.storage.list(folder):
         batch.append({"address": info.key, "size": info.size, "mtime": info.mtime, "reason": "purge"})
         if len(batch) == BATCH_SIZE:
-            _delete_batch(source.storage, batch, Pacing(allowed=folder))
-            batch.clear()
+            delete()
     if batch:
-        _delete_batch(source.storage, batch, Pacing(allowed=folder))
+        delete()
 
 
-def check_restorable(run: Run) -> None:
-    """What makes a restore impossible, told before anything starts (no Spark, no lease)."""
+def check_restorable(run: Run, path_glob: str | None = None) -> None:
+    """What makes a restore impossible, told before anything starts (no Spark, no lease): the
+    run, and a `--path` that is no glob."""
+    if path_glob is not None:
+        _matcher(path_glob)
     if run.state not in MOVED_BY or run.dry_run:
         raise InvalidArgument(
             f"run {run.run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing"
@@ -192,7 +240,7 @@ def restore(
     from pyspark.sql import functions as F
 
     run, _ = log.get(run_id)
-    check_restorable(run)
+    check_restorable(run, path_glob)
     matcher = None if path_glob is None else _matcher(path_glob)
     storage = source.storage
     folder = quarantine_folder(run_id)
@@ -240,8 +288,7 @@ def restore(
     if path_glob is not None and restored.num_restored + restored.num_missing + restored.num_already_restored == 0:
         raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
     run.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
-    run.num_restored += restored.num_restored
-    run.bytes_restored += restored.bytes_restored
+    recount(spark, storage, run)
     Recorder(log, run_folder(storage, run_id)).update(run)
     if restored.num_missing:
         shown = ", ".join(restored.missing) + (" ..." if restored.num_missing > len(restored.missing) else "")

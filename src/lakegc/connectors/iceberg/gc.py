@@ -536,8 +536,11 @@ def own_markers(roots: list[Root], tables: list[Loaded]) -> set[Foreign]:
     own = set()
     for index, root in enumerate(roots):
         for t in tables:
-            metadata_folder = parse_location(t.table.metadata_location.rsplit("/", 2)[0])
-            for place in (t.real, real_location(metadata_folder)):
+            places = [t.real]
+            folder = t.table.metadata_location.rsplit("/", 1)[0]
+            if folder.endswith("/metadata"):  # a marker only where the folder is `metadata/`
+                places.append(real_location(parse_location(folder.rsplit("/", 1)[0])))
+            for place in places:
                 if within(place, root.real):
                     prefix = "" if place == root.real else key_prefix(root.real, place)
                     own.add(Foreign(str(index), prefix, ICEBERG))
