@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import sqlalchemy as sa
 
-from lakegc.connectors.foreign import find_markers, foreign_folders, outside_foreign, report_left_out
+from lakegc.connectors.foreign import leave_out_foreign, outside_foreign
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
 from lakegc.engine.arrowio import write_parquet
@@ -203,8 +203,7 @@ def run_catalog_gc(
             spark = spark_session(options.master, options.conf)
         timed("listing the store", storage.uri)
         listed = list_folders(spark, storage, location_folders(storage), object_cutoff).persist()
-        foreign = foreign_folders(find_markers(listed))  # a table nobody named is left out whole
-        report_left_out(run, foreign, {"": storage.uri}, timed)
+        foreign = leave_out_foreign(run, listed, {"": storage.uri}, timed)  # a table nobody named: whole
         listing = outside_foreign(listed, foreign)
         old = started.tally_listing(listing, now)
         timed("looking up the catalog", f"{old} objects older than the objectstore cutoff")

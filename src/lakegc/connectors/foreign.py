@@ -16,7 +16,7 @@ worker); only the folders that hold one (a few rows per foreign table) reach the
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,9 +86,26 @@ class Prefixes:
         return i >= 0 and key.startswith(self.sorted[i])
 
 
-def report_left_out(run: Run, foreign: list[Foreign], bases: dict[str, str], timed: PhaseTimer) -> None:
-    """Say which folders holding a table nobody named were left out (`bases`: each slice's location):
-    a line as the run goes, a count in its summary, each folder in its JSON."""
+def leave_out_foreign(
+    run: Run,
+    listing: DataFrame,
+    bases: dict[str, str],
+    timed: PhaseTimer,
+    own: Container[Foreign] = frozenset(),
+    refuse: frozenset[str] = frozenset(),
+) -> list[Foreign]:
+    """What every collector does with a listing before it judges anything: find the markers
+    (`find_markers`), decide which folders are someone else's (`foreign_folders`: `own`, `refuse`),
+    and say so (`_report`: `bases` is each slice's location). The caller leaves those folders out of
+    what it judges (`outside_foreign`, or its own filter)."""
+    foreign = foreign_folders(find_markers(listing), own, refuse)
+    _report(run, foreign, bases, timed)
+    return foreign
+
+
+def _report(run: Run, foreign: list[Foreign], bases: dict[str, str], timed: PhaseTimer) -> None:
+    """Say which folders holding a table nobody named were left out: a line as the run goes, a
+    count in its summary, each folder in its JSON."""
     shown = [f.shown(bases[f.slice]) for f in foreign]
     run.details["foreign table folders left out"] = len(shown)
     run.details["foreign tables left out"] = shown
@@ -97,7 +114,7 @@ def report_left_out(run: Run, foreign: list[Foreign], bases: dict[str, str], tim
 
 
 def foreign_folders(
-    found: Iterable[Foreign], own: set[Foreign] = frozenset(), refuse: frozenset[str] = frozenset()
+    found: Iterable[Foreign], own: Container[Foreign] = frozenset(), refuse: frozenset[str] = frozenset()
 ) -> list[Foreign]:
     """The folders to leave out, outermost only, sorted: every marker folder that is not one of the
     collector's own (`own`: its own tables' markers, an Iceberg collector's `metadata/` in each of

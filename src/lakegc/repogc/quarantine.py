@@ -116,19 +116,14 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
 
     storage = source.storage
     folder = quarantine_folder(run.run_id)
-    moved = (
-        read_parquet(spark, storage, output_keys(storage, run.run_id, "deleted"), ddl(DELETES))
-        .where("deleted")
-        .dropDuplicates(["address"])
-    )
+    moved = _moved(spark, storage, run.run_id)
     back = _restored_addresses(spark, storage, run.run_id)
     if back is not None:  # back at their addresses: not in the quarantine, not counted as purged
         moved = moved.join(back, "address", "left_anti")
     moved = moved.select(F.concat(F.lit(folder), "address").alias("address"), "size", "mtime", "reason")
     prefix = run_prefix(run.run_id)
-    purged_keys = output_keys(storage, run.run_id, "purged")
-    if purged_keys:  # an earlier purge that did not finish: what it deleted is counted already
-        done = read_parquet(spark, storage, purged_keys, ddl(DELETES)).where("deleted").select("address")
+    done = _purged_keys(spark, storage, run.run_id)
+    if done is not None:  # an earlier purge that did not finish: what it deleted is counted already
         moved = moved.join(done, "address", "left_anti")
     delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", Pacing(allowed=folder))
     _straggler_purge(source, folder, f"{prefix}purged")
@@ -151,24 +146,17 @@ def recount(spark: SparkSession, storage: Storage, run: Run) -> None:
     counts nothing twice."""
     from pyspark.sql import functions as F
 
-    moved_keys = output_keys(storage, run.run_id, "deleted")
-    if not moved_keys:
+    if not output_keys(storage, run.run_id, "deleted"):
         return
-    moved = (
-        read_parquet(spark, storage, moved_keys, ddl(DELETES)).where("deleted").select("address", "size")
-    ).dropDuplicates(["address"])
+    moved = _moved(spark, storage, run.run_id).select("address", "size")
     back = _restored_addresses(spark, storage, run.run_id)
     restored = moved.join(back, "address", "left_semi") if back is not None else None
-    purged_keys = output_keys(storage, run.run_id, "purged")
+    deleted = _purged_keys(spark, storage, run.run_id)
     purged = None
-    if purged_keys:
+    if deleted is not None:
         folder = quarantine_folder(run.run_id)
-        gone = (
-            read_parquet(spark, storage, purged_keys, ddl(DELETES))
-            .where("deleted")
-            .where(F.col("address").startswith(folder))
-            .select(F.expr(f"substring(address, {len(folder) + 1})").alias("address"))
-            .dropDuplicates()
+        gone = deleted.where(F.col("address").startswith(folder)).select(
+            F.expr(f"substring(address, {len(folder) + 1})").alias("address")
         )
         purged = moved.join(gone, "address", "left_semi")
         if back is not None:
@@ -179,6 +167,24 @@ def recount(spark: SparkSession, storage: Storage, run: Run) -> None:
         row = frame.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
         setattr(run, fields[0], int(row["n"]))
         setattr(run, fields[1], int(row["b"] or 0))
+
+
+def _moved(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame:
+    """What the run's sweep moved into its quarantine, as its `deleted/` records say (DELETES rows,
+    one per address): what a restore may put back, a purge delete, and the counts are counted of."""
+    return (
+        read_parquet(spark, storage, output_keys(storage, run_id, "deleted"), ddl(DELETES))
+        .where("deleted")
+        .dropDuplicates(["address"])
+    )
+
+
+def _purged_keys(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:
+    """The quarantine keys the run's purges deleted (column `address`, each once), or None."""
+    keys = output_keys(storage, run_id, "purged")
+    if not keys:
+        return None
+    return read_parquet(spark, storage, keys, ddl(DELETES)).where("deleted").select("address").dropDuplicates()
 
 
 def _restored_addresses(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame | None:
@@ -244,9 +250,8 @@ def restore(
     matcher = None if path_glob is None else _matcher(path_glob)
     storage = source.storage
     folder = quarantine_folder(run_id)
-    moved = read_parquet(spark, storage, output_keys(storage, run_id, "deleted"), ddl(DELETES)).where("deleted")
     named = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), "address string, path string")
-    chosen = moved.dropDuplicates(["address"]).join(named.dropDuplicates(["address"]), "address", "left")
+    chosen = _moved(spark, storage, run_id).join(named.dropDuplicates(["address"]), "address", "left")
     earlier = _restored_addresses(spark, storage, run_id)
     if earlier is None:  # restored before: said so, never counted twice, never moved again
         chosen = chosen.withColumn("earlier", F.lit(None).cast("boolean"))

@@ -40,10 +40,10 @@ from lakegc.connectors.delta.log import (
     segment,
 )
 from lakegc.connectors.delta.vacuum import judge, live_files
-from lakegc.connectors.foreign import DELTA, find_markers, foreign_folders, outside_foreign, report_left_out
+from lakegc.connectors.foreign import DELTA, leave_out_foreign, outside_foreign
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
 from lakegc.connectors.runs import ConnectorRun, default_runs_location
-from lakegc.engine.arrowio import read_parquet, write_parquet
+from lakegc.engine.arrowio import Written, read_parquet, write_parquet
 from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.delete import Budget, check_budget, delete_objects
 from lakegc.engine.guard import check_root
@@ -263,8 +263,7 @@ def _mark(
     listed = list_folders(spark, storage, folders, now_of(run) - retention).persist()
     # another Delta table inside is refused (its log would be taken for this table's unreferenced
     # files); any other table nobody named is left out whole
-    foreign = foreign_folders(find_markers(listed), refuse=frozenset({DELTA}))
-    report_left_out(run, foreign, {"0": roots[0]}, timed)
+    foreign = leave_out_foreign(run, listed, {"0": roots[0]}, timed, refuse=frozenset({DELTA}))
     listing = outside_foreign(listed, foreign)
     started.tally_listing(listing, now_of(run))
     timed(
@@ -290,7 +289,7 @@ def _mark(
     gone = write_parquet(
         decided.where(~found).drop("count"), started.folder.storage, started.folder.key(GONE), tally=(_count, [])
     )
-    run.details["removed files not found"] = int(gone.tally.to_pylist()[0]["count"]) if gone.tally is not None else 0
+    run.details["removed files not found"] = _counted(gone)
     write_parquet(
         decided.where(F.col("count") > 1).select("address", "count"),
         started.folder.storage,
@@ -347,7 +346,7 @@ def _sweep(
             spark, storage, started.read(spark, "to_delete"), max_deletes=budget.max_deletes, max_rate=budget.max_rate
         )
     )
-    total = int(sent.tally.to_pylist()[0]["count"]) if sent.tally is not None else 0
+    total = _counted(sent)
     run.num_stopped = total - run.num_deleted - run.num_failed
     if run.num_stopped:
         run.error = (
@@ -359,6 +358,11 @@ def _sweep(
 
 def _count(batch: pa.RecordBatch) -> pa.Table:
     return pa.table({"count": [batch.num_rows]})
+
+
+def _counted(written: Written) -> int:
+    """The rows an output written with `tally=(_count, [])` holds."""
+    return int(written.tally.to_pylist()[0]["count"]) if written.tally is not None else 0
 
 
 def now_of(run: Run) -> datetime:
@@ -376,8 +380,9 @@ def file_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[s
 
     output = "deleted" if swept else "candidates"
     candidates = read_parquet(spark, folder.storage, folder.parts(output), ddl(CANDIDATES)).select("address")
-    if folder.parts(GONE):  # delta-rs lists them too (its vacuum "deletes" them again)
-        gone = read_parquet(spark, folder.storage, folder.parts(GONE), ddl(CANDIDATES)).select("address")
+    gone_parts = folder.parts(GONE)
+    if gone_parts:  # delta-rs lists them too (its vacuum "deletes" them again)
+        gone = read_parquet(spark, folder.storage, gone_parts, ddl(CANDIDATES)).select("address")
         candidates = candidates.unionByName(gone)
     parts = folder.parts(REPEATS)
     if parts:

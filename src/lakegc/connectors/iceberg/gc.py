@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakegc.connectors.foreign import ICEBERG, Foreign, Prefixes, find_markers, foreign_folders, report_left_out
+from lakegc.connectors.foreign import ICEBERG, Foreign, Prefixes, leave_out_foreign
 from lakegc.connectors.iceberg.catalogs import (
     Loaded,
     changed_since,
@@ -225,8 +225,8 @@ def _mark(
         ", ".join(r.uri for r in roots) + (f"; {left_out} nested table location(s) left out" if left_out else ""),
     )
     raw = _list(spark, roots, cutoff).persist()
-    foreign = foreign_folders(find_markers(raw), own_markers(roots, tables))
-    report_left_out(run, foreign, {str(i): r.uri for i, r in enumerate(roots)}, timed)
+    bases = {str(i): r.uri for i, r in enumerate(roots)}
+    foreign = leave_out_foreign(run, raw, bases, timed, own=own_markers(roots, tables))
     listing = _visible(raw, roots, [partition_scopes(root, tables) for root in roots], foreign).persist()
     old = started.tally_listing(listing, now)
     raw.unpersist()
