@@ -15,8 +15,10 @@ then newly active, and the sweep's re-check reads its tree). C1's tree is the on
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
@@ -80,6 +82,14 @@ class Trees:
 
     def table(self, key: str) -> pa.Table:
         return pq.read_table(self.file(key))
+
+    def unshare(self, key: str) -> None:
+        """Give `key` an inode of its own (twins share files by hard links), before writing it in place."""
+        content = self.file(key).read_bytes()
+        stat_ = self.file(key).stat()
+        self.file(key).unlink()
+        self.file(key).write_bytes(content)
+        os.utime(self.file(key), ns=(stat_.st_atime_ns, stat_.st_mtime_ns))
 
 
 def parquet(table: pa.Table) -> bytes:
@@ -247,6 +257,129 @@ def test_untampered_a_sweep_revives_a1_for_a_branch_made_after_the_mark(marked_l
     swept = cli("gc", "sweep", REPO, run_id, "--json").json()
     assert (swept["num_candidates"], swept["num_revived"], swept["num_deleted"]) == (1, 1, 0)
     assert cli("fs", "cat", f"{REPO}/old/a").stdout == "a version 1"
+
+
+# -- the same tamperings after a run verified the tree (its record of tree files warm) ---------------
+# Every run records the tree files it verified with their facts (size, mtime and ctime in ns, inode,
+# device) and the next run trusts a file whose facts are unchanged. A tampering must never be
+# trusted: each below changes C1's tree after a run read it, and the next run must fail.
+def range_rewritten_in_place_times_restored(t: Trees) -> str:
+    """A1's entry cut out, the file rewritten in place to its exact size (same inode, same size),
+    then its mtime and atime set back with os.utime: only its ctime still tells."""
+    key = RANGES_PREFIX + t.r1
+    path, original = t.file(key), t.file(key).stat()
+    size = original.st_size
+    table = t.table(key).slice(1)
+    content = b""
+    for pad in range(4096):  # footer metadata grows the file a byte at a time: find the original's size
+        content = parquet(table.replace_schema_metadata({"pad": "x" * pad}))
+        if len(content) >= size:
+            break
+    assert len(content) == size, "could not match the range's size"
+    with open(path, "r+b") as f:
+        f.write(content)
+    os.utime(path, ns=(original.st_atime_ns, original.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (size, original.st_mtime_ns, original.st_ino)
+    return key
+
+
+def range_swapped_in_by_rename(t: Trees) -> str:
+    """A1's entry cut out, written beside the range with the range's mtime, then renamed over it."""
+    key = RANGES_PREFIX + t.r1
+    path, original = t.file(key), t.file(key).stat()
+    forged = path.with_name("forged")
+    forged.write_bytes(parquet(t.table(key).slice(1)))
+    os.utime(forged, ns=(original.st_atime_ns, original.st_mtime_ns))
+    os.rename(forged, path)
+    return key
+
+
+WARM_TAMPERINGS = [*TAMPERINGS, range_rewritten_in_place_times_restored, range_swapped_in_by_rename]
+
+
+def warm_twin(lake, dest: Path) -> tuple[Cli, Trees, dict]:
+    """A twin where `old` holds C1 and a first run has read, verified and recorded C1's tree (its
+    files unshared first: a tampering in place must not reach the other twins)."""
+    _, cli, trees = twin(*lake, dest)
+    for key in (RANGES_PREFIX + trees.r1, METARANGES_PREFIX + trees.m1):
+        trees.unshare(key)
+    cli("branch", "create", f"{REPO}/old", "--source", f"{REPO}/{trees.c1}")
+    first = cli("gc", "run", REPO, "--json").json()
+    assert (first["state"], first["num_deleted"]) == ("swept", 0)
+    return cli, trees, first
+
+
+@pytest.mark.parametrize("args", [[], ["--clean"], ["--dry-run"]], ids=["incremental", "clean", "dry-run"])
+@pytest.mark.parametrize("tamper", WARM_TAMPERINGS)
+def test_a_tree_tampered_after_a_run_verified_it_fails_the_next_run(lake, tmp_path, spark, tamper, args):
+    cli, trees, first = warm_twin(lake, tmp_path)
+    named = tamper(trees)
+    before = snapshot(trees.ns)
+    result = cli("gc", "run", REPO, "--json", *args, ok=False)
+    one_error(result, named, json_cmd=True)
+    runs = cli("gc", "runs", REPO, "--json").json()
+    assert [(r["state"], r["num_deleted"]) for r in runs] == [("failed", 0), ("swept", 0)], runs
+    after = snapshot(trees.ns)
+    assert {k: v for k, v in after.items() if k.startswith("data/")} == {
+        k: v for k, v in before.items() if k.startswith("data/")
+    }
+
+
+def test_an_untampered_tree_is_trusted_by_the_next_run(lake, tmp_path, spark):
+    """The control: with nothing changed the next run trusts every tree file the first verified
+    (its phase says so) and keeps A1 for `old`."""
+    cli, trees, first = warm_twin(lake, tmp_path)
+    second = cli("gc", "run", REPO, "--clean", "--json").json()
+    assert (second["state"], second["num_deleted"]) == ("swept", 0)
+    record = pq.read_table(trees.ns / "_lakegc" / "gc" / first["run_id"] / "refs" / "trust.parquet")
+    assert record.column("facts").null_count == 0
+    assert {RANGES_PREFIX + trees.r1, METARANGES_PREFIX + trees.m1} <= set(record.column("key").to_pylist())
+    assert cli("fs", "cat", f"{REPO}/old/a").stdout == "a version 1"
+
+
+def test_a_forged_record_of_verified_files_is_not_believed(lake, tmp_path, spark):
+    """A tamperer who also rewrites the record (and the manifest's digest of it) so that it holds
+    the tampered file's facts: the manifest is no longer the one the metastore recorded, so the
+    record is not believed, every tree file is verified, and the run fails."""
+    cli, trees, first = warm_twin(lake, tmp_path)
+    named = range_swapped_in_by_rename(trees)
+    refs = trees.ns / "_lakegc" / "gc" / first["run_id"] / "refs"
+    record = pq.read_table(refs / "trust.parquet")
+    st = (trees.ns / named).stat()
+    facts = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
+    keys = record.column("key").to_pylist()
+    forged = record.set_column(
+        1, "facts", pa.array([facts if k == named else f for k, f in zip(keys, record.column("facts").to_pylist())])
+    )
+    content = parquet(forged)
+    (refs / "trust.parquet").write_bytes(content)
+    manifest = json.loads((refs / "manifest.json").read_text())
+    manifest["digests"][manifest["trust"]] = hashlib.sha256(content).hexdigest()
+    (refs / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(trees.ns)
+    for args in ([], ["--clean"]):
+        one_error(cli("gc", "run", REPO, "--json", *args, ok=False), named, json_cmd=True)
+    assert {k: v for k, v in snapshot(trees.ns).items() if k.startswith("data/")} == {
+        k: v for k, v in before.items() if k.startswith("data/")
+    }
+
+
+def test_trusted_facts_are_believed_only_for_the_bytes_they_describe(lake, tmp_path):
+    """The mechanism both ways: a file read with the facts it has now is not verified (so trust
+    is real), and with any other facts it is (and a tampered one fails)."""
+    _, _, trees = twin(*lake, tmp_path)
+    storage = open_storage(str(trees.ns))
+    key = RANGES_PREFIX + trees.r1
+    named = range_swapped_in_by_rename(trees)
+    assert named == key
+    now = storage.facts(RANGES_PREFIX)[key]
+    believed = read_range(storage, trees.r1, trusted=now, columns=["path"])
+    assert believed.column("path").to_pylist() == [CUT]  # not verified: A1's entry is gone
+    with pytest.raises(CorruptMetadata, match=key):
+        read_range(storage, trees.r1, trusted=now.replace(":", ";"))
+    with pytest.raises(CorruptMetadata, match=key):
+        read_range(storage, trees.r1)
 
 
 # -- the repository reads through the same check ------------------------------------------------------

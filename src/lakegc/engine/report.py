@@ -98,11 +98,17 @@ def summary_rows(run: Run) -> list[list[object]]:
         rows.append(["restore window", _window_text(run)])
     rows += [[name, value] for name, value in run.details.items() if not isinstance(value, (list, dict))]
     if run.phases:
-        rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases:"])
-        rows += [[f"  {phase}", f"{seconds:.2f}s"] for phase, seconds in run.phases.items()]
+        jobs = f", {run.spark_jobs} Spark job(s)" if run.spark_jobs is not None else ""
+        rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases{jobs}:"])
+        rows += [[f"  {phase}", f"{seconds:.2f}s{_jobs_of(run, phase)}"] for phase, seconds in run.phases.items()]
     if run.location:
         rows.append(["report", f"{run.location}/report.html"])
     return rows
+
+
+def _jobs_of(run: Run, phase: str) -> str:
+    jobs = run.phase_jobs.get(phase)
+    return "" if jobs is None else f", {jobs} Spark job{'' if jobs == 1 else 's'}"
 
 
 TOP_TITLES = {

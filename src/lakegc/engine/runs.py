@@ -124,6 +124,8 @@ class Run:
     active_commits: int = 0
     expired_commits: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    phase_jobs: dict[str, int] = field(default_factory=dict)  # Spark jobs each phase started (when counted)
+    spark_jobs: int | None = None  # Spark jobs the run started, mark and sweep (None: not counted)
     error: str | None = None
     mode_reason: str = ""
     base_run_id: str | None = None

@@ -15,7 +15,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -104,6 +104,21 @@ def _reusable(master: str | None, conf: dict[str, str] | None) -> SparkSession |
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
+
+
+def jobs_started(spark: SparkSession) -> Callable[[], int | None]:
+    """A count of the Spark jobs the session has started so far: its status tracker's newest job
+    id plus one (ids are sequential; no listener needed). Counts None where there is no tracker
+    (a Spark Connect session)."""
+    try:
+        tracker = spark.sparkContext.statusTracker()
+    except Exception:  # noqa: BLE001 - no SparkContext here: jobs are not counted
+        return lambda: None
+
+    def count() -> int | None:
+        return max(tracker.getJobIdsForGroup(None), default=-1) + 1
+
+    return count
 
 
 def work_items(spark: SparkSession, count: int, tasks: int) -> DataFrame:

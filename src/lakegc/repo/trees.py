@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from lakegc.errors import CorruptMetadata, ObjectNotFound, first_line
 from lakegc.repo.model import AddressKind, Change, Changes, ChangeType, Entry
-from lakegc.storage import Storage, read_table
+from lakegc.storage import Storage
 from lakegc.timeutil import as_utc
 
 RANGES_PREFIX = "_lakegc/ranges/"
@@ -136,20 +136,46 @@ def verify_metarange(table: pa.Table, mid: str) -> pa.Table:
     return table
 
 
-def read_range(storage: Storage, rid: str) -> pa.Table:
-    return verify_range(_read_tree_file(storage, "range", RANGES_PREFIX + rid), rid)
+def read_range(storage: Storage, rid: str, trusted: str | None = None, columns: list[str] | None = None) -> pa.Table:
+    """The range `rid`, verified; or, when its file still has the facts `trusted` (recorded when
+    a run last verified it, see `repogc.trust`), read as it is, only `columns` of it."""
+    key = RANGES_PREFIX + rid
+    data, same = _read_tree_bytes(storage, "range", key, trusted)
+    if same:
+        return _parse(data, "range", key, columns)
+    table = verify_range(_parse(data, "range", key), rid)
+    return table.select(columns) if columns else table
 
 
-def read_metarange(storage: Storage, mid: str) -> pa.Table:
-    return verify_metarange(_read_tree_file(storage, "metarange", METARANGES_PREFIX + mid), mid)
+def read_metarange(storage: Storage, mid: str, trusted: str | None = None) -> pa.Table:
+    """The metarange `mid`, verified unless its file still has the facts `trusted` (`read_range`)."""
+    key = METARANGES_PREFIX + mid
+    data, same = _read_tree_bytes(storage, "metarange", key, trusted)
+    table = _parse(data, "metarange", key)
+    return table if same else verify_metarange(table, mid)
 
 
-def _read_tree_file(storage: Storage, kind: str, key: str) -> pa.Table:
+def tree_facts(storage: Storage) -> dict[str, str]:
+    """Key -> facts (`Storage.facts`) of every tree file there is now: one listing per folder."""
+    return {**storage.facts(METARANGES_PREFIX), **storage.facts(RANGES_PREFIX)}
+
+
+def _read_tree_bytes(storage: Storage, kind: str, key: str, trusted: str | None) -> tuple[bytes, bool]:
+    """A tree file's bytes, and whether they are the ones a run verified: read with their facts,
+    which must equal `trusted` (facts taken before the read would trust a file swapped after)."""
     try:
-        return read_table(storage, key)
+        if trusted is None:
+            return storage.read(key), False
+        data, facts = storage.read_with_facts(key)
+        return data, facts == trusted
     except ObjectNotFound:
         raise CorruptMetadata(f"{kind} {key} is missing: a tree refers to it") from None
-    except pa.ArrowException as exc:
+
+
+def _parse(data: bytes, kind: str, key: str, columns: list[str] | None = None) -> pa.Table:
+    try:
+        return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns)
+    except (pa.ArrowException, ValueError) as exc:
         raise CorruptMetadata(
             f"{kind} {key}: its content does not match its id (not Parquet: {first_line(exc, 200)})"
         ) from None

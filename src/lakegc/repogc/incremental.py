@@ -30,6 +30,7 @@ from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
 
 if TYPE_CHECKING:
     from lakegc.repogc.refset import RefManifest
+    from lakegc.repogc.trust import TrustRecord
 
 # Room for clock differences between writers and GC, and for a write in flight when its slice closes.
 SETTLE_MARGIN = timedelta(minutes=5)
@@ -42,6 +43,7 @@ class Plan:
     base: Run | None = None
     settled: frozenset[str] = frozenset()  # slices the base settled: not listed, only suspects stat'ed
     refs: RefManifest | None = None  # the base's reference set, moved forward instead of rebuilt
+    trust: TrustRecord | None = None  # tree files an earlier run verified, trusted while unchanged
 
 
 def settled(window: SliceWindow, now: datetime, min_age: timedelta) -> bool:

@@ -18,6 +18,7 @@ from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
+from lakegc.engine.spark import jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.repo.gc_source import GcSource
@@ -31,6 +32,7 @@ from lakegc.repogc.quarantine import Purged, Restored, check_restorable, due_for
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
 from lakegc.repogc.sweep import failures, sweep
+from lakegc.repogc.trust import RecordUnusable
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage.namespace import MARKER
@@ -139,7 +141,7 @@ def run_gc(
                 "quarantine_seconds": window.total_seconds() if window else None,
             },
         )
-        timed = PhaseTimer(run, phase)
+        timed = PhaseTimer(run, phase, jobs_started(spark))
         with recorder.recording(run):
             result = mark(spark, source, run_id, chosen, policies, now, options.min_age, timed, inventory=inventory)
             if curve:
@@ -175,24 +177,41 @@ def quarantine_window(source: GcSource, given: timedelta | None) -> timedelta | 
 def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policies: Policies) -> Plan:
     """Clean or incremental (see `incremental.plan`), with the base run's settled slices and its
     reference set; clean, saying why, when that set cannot be used. Path rules make every run
-    clean: an incremental run moves one count per address forward, and they need one per rule."""
+    clean: an incremental run moves one count per address forward, and they need one per rule.
+    Either way, with the record of the tree files the last run verified (`trust`), if any."""
+    runs = log.list()
     if policies.path_rules and not options.clean:
-        return Plan("clean", "path rules: every run is clean")
+        return _trusting(Plan("clean", "path rules: every run is clean"), source, runs)
 
     def missing(run: Run) -> list[str]:
         return [name for name in BASE_OUTPUTS if not source.storage.exists(run_prefix(run.run_id) + name)]
 
-    chosen = plan(log.list(), options.clean, policies.described, options.min_age.total_seconds(), missing)
+    chosen = plan(runs, options.clean, policies.described, options.min_age.total_seconds(), missing)
     if chosen.base is None:
-        return chosen
+        return _trusting(chosen, source, runs)
     base = chosen.base.run_id
     try:
         refs = load_manifest(source.storage, run_prefix(base), chosen.base.refs_sha256)
         TreeChange.between(refs, source.trees(), set())  # every tree it knew is still here
         settled = json.loads(source.storage.read(run_prefix(base) + SETTLED))
-    except (StateUnusable, ValueError) as exc:
-        return Plan("clean", f"run {base}'s reference set cannot be used: {str(exc).removeprefix('error: ')}")
-    return replace(chosen, settled=frozenset(settled), refs=refs)
+        trust = refs.trust_record(source.storage)
+    except (StateUnusable, RecordUnusable, ValueError) as exc:
+        why = str(exc).removeprefix("error: ")
+        return _trusting(Plan("clean", f"run {base}'s reference set cannot be used: {why}"), source, runs)
+    return replace(chosen, settled=frozenset(settled), refs=refs, trust=trust)
+
+
+def _trusting(chosen: Plan, source: GcSource, runs: list[Run]) -> Plan:
+    """A clean plan with the record of verified tree files the newest run that read trees kept,
+    when it can be believed (else every tree file is verified, as it always may be)."""
+    last = next((run for run in runs if run.refs_sha256), None)
+    if last is None:
+        return chosen
+    try:
+        trust = load_manifest(source.storage, run_prefix(last.run_id), last.refs_sha256).trust_record(source.storage)
+    except (StateUnusable, RecordUnusable, LakegcError, ValueError):
+        return chosen
+    return replace(chosen, trust=trust)
 
 
 def sweep_run(
@@ -304,7 +323,7 @@ def _sweep(
         recorder.update(run)
     else:
         recorder.transition(run, RunState.SWEEPING)
-    timed = PhaseTimer(run, phase)
+    timed = PhaseTimer(run, phase, jobs_started(spark))
     with recorder.recording(run):
         what = "re-checking and quarantining" if window else "re-checking and deleting"
         timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))

@@ -34,6 +34,7 @@ from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
 from lakegc.engine.runs import CandidateCounts
 from lakegc.repo.gc_source import GcSource
+from lakegc.repo.trees import tree_facts
 from lakegc.repogc.incremental import Plan, newly_settled
 from lakegc.repogc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.repogc.listing import slices
@@ -51,6 +52,7 @@ from lakegc.repogc.outputs import (
 from lakegc.repogc.references import UNCOMMITTED_DDL, snapshot_uncommitted
 from lakegc.repogc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
 from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
+from lakegc.repogc.trust import verify_files
 from lakegc.retention.active import decide_commits
 from lakegc.retention.rules import Policies
 from lakegc.storage import Storage
@@ -120,16 +122,27 @@ def mark(
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
     objects = listing.where(~listing.young).drop("young")
     num_rechecked = 0
+    before = tree_facts(storage)  # before any tree file is read: what the run's record may trust next time
+    trusted = plan.trust.trusted(before) if plan.trust else {}
     if plan.refs is None:
-        phase("reading committed trees", f"{len(active)} active, {len(graph.commits) - len(active)} expired commits")
+        phase(
+            "reading committed trees",
+            f"{len(active)} active, {len(graph.commits) - len(active)} expired commits; {len(trusted)} tree files "
+            "trusted as verified before",
+        )
         paths = policies.paths if by_path_rule else None
-        refs = build_clean(spark, storage, graph.metaranges, active, by_path_rule, paths, ranks)
-        _, refs_sha256 = persist(storage, prefix, refs)
+        refs = build_clean(spark, storage, graph.metaranges, active, by_path_rule, paths, ranks, trusted)
+        _, refs_sha256 = persist(storage, prefix, refs, before)
         addresses = refs.addresses.drop("part")
     else:
-        phase("reading what changed in committed trees", f"since run {plan.base.run_id}")  # type: ignore[union-attr]
-        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks)
-        manifest, refs_sha256 = persist(storage, prefix, refs)
+        changed = plan.trust.changed(before)  # type: ignore[union-attr]
+        phase(
+            "reading what changed in committed trees",
+            f"since run {plan.base.run_id}; {len(changed)} tree files changed since verified",  # type: ignore[union-attr]
+        )
+        verify_files(storage, changed)  # the base set was read from them: their bytes must still be those
+        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks, trusted)
+        manifest, refs_sha256 = persist(storage, prefix, refs, before)
         judged = {"", *to_list}
         if plan.settled:  # nothing settled: every slice was listed, nothing to look up
             phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]

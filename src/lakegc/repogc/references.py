@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lakegc.engine.arrowio import write_driver_parquet
 from lakegc.engine.columns import ddl
 from lakegc.repo.gc_source import UNCOMMITTED, GcSource, Snapshot, StagingVersion, namespace_key
-from lakegc.repo.trees import read_metarange, read_range
+from lakegc.repo.trees import METARANGES_PREFIX, RANGES_PREFIX, read_metarange, read_range
 from lakegc.retention.paths import PathClasses
 from lakegc.storage import Storage
 
@@ -30,6 +30,7 @@ UNCOMMITTED_DDL = ddl(UNCOMMITTED)
 RANGES_DDL = "range_id string, min_path string, trees long"
 COUNTS_DDL = "address string, n long, fresh long"
 _DEDUP_ROWS = 1 << 18  # range entries summed together on an executor
+_USED = ["path", "address", "address_kind"]  # what counting reads of a range
 _LOOKUP_THREADS = 16  # tree files read at once by a lookup on the driver (I/O bound on S3)
 
 
@@ -54,15 +55,18 @@ def weighted_ranges(
     trees: Mapping[str, tuple[int, ...]],
     columns: list[str],
     maxed: frozenset[str] = frozenset(),
+    trusted: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """`tree_ranges` with several weights per tree, one per column of `columns` (with path rules,
     one per path class), each summed over the trees holding the range; the columns in `maxed` take
-    the largest instead (a rank: the newest tree holding the range)."""
+    the largest instead (a rank: the newest tree holding the range). A metarange whose file still
+    has its facts in `trusted` (tree-file key -> facts, `repogc.trust`) is not verified again."""
     from pyspark.sql import functions as F
 
     from lakegc.engine.spark import work_items
 
     rows = sorted(trees.items())
+    facts = [(trusted or {}).get(METARANGES_PREFIX + mid) for mid, _ in rows]
     aggregations = [(name, "max" if name in maxed else "sum") for name in columns]
 
     def read_metaranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -72,7 +76,7 @@ def weighted_ranges(
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 mid, weights = rows[index]
-                table = read_metarange(storage, mid).select(["range_id", "min_path"])  # verified whole
+                table = read_metarange(storage, mid, facts[index]).select(["range_id", "min_path"])  # verified whole
                 for name, weight in zip(columns, weights):
                     table = table.append_column(name, pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows))
                 pending.append(table)
@@ -109,6 +113,7 @@ def entry_counts(
     paths: PathClasses | None = None,
     combine: str = "sum",
     named: bool = False,
+    trusted: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """(address, n, fresh) over the entries of the ranges (rows with range_id, min_path, weight and
     fresh): each range read once, on the executors, each of its entries adding the range's weight
@@ -117,13 +122,16 @@ def entry_counts(
     path class, and each entry adds the weight of its path's class. With `combine="min"`, an
     address's n is the least weight of the entries naming it instead of their sum. With `named`,
     ranges have a `rank` too, and each address gets a `path` naming it (the least) and the greatest
-    `rank` of the ranges holding it: what a report names a candidate by."""
+    `rank` of the ranges holding it: what a report names a candidate by. A range whose file still
+    has its facts in `trusted` (`weighted_ranges`) is read without being verified again, and only
+    the columns used."""
     from pyspark.sql import functions as F
 
     namespace = storage.uri
     weight_column = "weights" if paths is not None else "weight"
     aggregations = [("n", combine), ("fresh", combine)] + ([("rank", "max"), ("path", "min")] if named else [])
     inputs = ["range_id", weight_column, "fresh"] + (["rank"] if named else [])
+    facts = {key.removeprefix(RANGES_PREFIX): f for key, f in (trusted or {}).items() if key.startswith(RANGES_PREFIX)}
 
     def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
@@ -134,7 +142,7 @@ def entry_counts(
         rows = 0
         for batch in batches:
             for rid, weight, fresh, *rank in zip(*(batch.column(c).to_pylist() for c in inputs)):
-                table = read_range(storage, rid)
+                table = read_range(storage, rid, facts.get(rid), _USED)
                 keys = _range_keys(table, namespace)
                 if paths is None:
                     n = pa.repeat(pa.scalar(weight, pa.int64()), len(keys))

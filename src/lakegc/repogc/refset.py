@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakegc.engine.arrowio import write_groups, write_parquet
+from lakegc.engine.arrowio import Part, write_groups, write_parquet
 from lakegc.errors import CorruptMetadata, LakegcError
+from lakegc.repo.trees import tree_facts
 from lakegc.repogc.outputs import MANIFEST
 from lakegc.repogc.references import RANGES_DDL, entry_counts, weighted_ranges
+from lakegc.repogc.trust import TRUST, RecordUnusable, TrustRecord, next_record, read_record, tree_keys, write_record
 from lakegc.retention.paths import PathClasses
 from lakegc.storage import Storage
 
@@ -65,6 +67,7 @@ class RefManifest:
     ranges: tuple[str, ...]  # Parquet files of RANGES_DDL
     parts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # part (`part_of`) -> files of ADDRESSES_DDL
     digests: Mapping[str, str] = field(default_factory=dict)  # file -> SHA-256 of its bytes, checked on every read
+    trust: str | None = None  # the run's record of verified tree files (`trust`); None: verify every one
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -75,6 +78,7 @@ class RefManifest:
                 "ranges": list(self.ranges),
                 "parts": {s: list(k) for s, k in sorted(self.parts.items())},
                 "digests": dict(sorted(self.digests.items())),
+                "trust": self.trust,
             },
             indent=0,
         ).encode()
@@ -92,6 +96,7 @@ class RefManifest:
                 tuple(doc["ranges"]),
                 parts,
                 {str(k): str(v) for k, v in doc["digests"].items()},
+                doc.get("trust"),
             )
             unsigned = set(manifest.files()) - manifest.digests.keys()
             if unsigned:
@@ -101,7 +106,17 @@ class RefManifest:
             raise StateUnusable(f"its reference manifest is unreadable ({exc})") from None
 
     def files(self) -> list[str]:
-        return [*self.ranges, *(key for keys in self.parts.values() for key in keys)]
+        return [
+            *self.ranges,
+            *(key for keys in self.parts.values() for key in keys),
+            *([self.trust] if self.trust else []),
+        ]
+
+    def trust_record(self, storage: Storage) -> TrustRecord:
+        """The run's record of verified tree files; RecordUnusable when there is none to believe."""
+        if self.trust is None:
+            raise RecordUnusable("it kept no record of the tree files it verified")
+        return read_record(storage, self.trust, self.digests[self.trust])
 
     def part_files(self, parts: set[str]) -> list[str]:
         return [key for part in sorted(parts) for key in self.parts.get(part, ())]
@@ -199,11 +214,13 @@ def build_clean(
     by_path_rule: Sequence[set[str]] = (),
     paths: PathClasses | None = None,
     ranks: Mapping[str, int] | None = None,
+    trusted: Mapping[str, str] | None = None,
 ) -> RefSet:
     """From every tree: each distinct range read once. `metaranges` maps commit -> tree. With path
     rules, `by_path_rule[k]` are the commits active under the k-th rule, and an entry counts when
     its commit is active under the rule its path falls under (`paths`; `active` for no rule).
-    `ranks` (tree -> the rank of its newest commit) name what only expired trees hold (`named`)."""
+    `ranks` (tree -> the rank of its newest commit) name what only expired trees hold (`named`).
+    Tree files whose facts are in `trusted` are not verified again (`trust`)."""
     from pyspark.sql import functions as F
 
     trees = set(metaranges.values())
@@ -212,7 +229,7 @@ def build_clean(
     columns = ["trees", *(f"trees_{k}" for k in range(1, len(classes))), "rank"]
     ranks = ranks or {}
     weights = {mid: (*(int(mid in c) for c in classes), ranks.get(mid, 0)) for mid in trees}
-    ranges = weighted_ranges(spark, storage, weights, columns, maxed=frozenset({"rank"}))
+    ranges = weighted_ranges(spark, storage, weights, columns, maxed=frozenset({"rank"}), trusted=trusted)
     ranges = ranges.persist()  # read twice: entries below, and written
     flags = [F.when(F.col(name) > 0, 1).otherwise(0) for name in columns[:-1]]
     weighted = ranges.select(
@@ -222,7 +239,9 @@ def build_clean(
         F.lit(0).alias("fresh"),
         "rank",
     )
-    counted = entry_counts(spark, storage, weighted, paths, named=True).persist()  # written, then joined
+    counted = entry_counts(
+        spark, storage, weighted, paths, named=True, trusted=trusted
+    ).persist()  # written, then joined
     return RefSet(
         ranges.select("range_id", "min_path", "trees"),
         counted.select("address", "n").withColumn("part", part_column()),
@@ -240,6 +259,7 @@ def build_incremental(
     metaranges: Mapping[str, str],
     active: set[str],
     ranks: Mapping[str, int] | None = None,
+    trusted: Mapping[str, str] | None = None,
 ) -> RefSet:
     """The base run's set moved to now, reading only the trees and ranges that changed (its
     `addresses` are the change, as layers of the parts it moved, `moved`). What it reads is named
@@ -257,6 +277,7 @@ def build_incremental(
         {mid: (w, ranks.get(mid, 0)) for mid, w in change.weights.items()},
         ["d", "rank"],
         maxed=frozenset({"rank"}),
+        trusted=trusted,
     ).withColumnRenamed("min_path", "new_min_path")
     before = read_refs(spark, storage, base, base.ranges, RANGES_DDL).withColumnRenamed("trees", "t0")
     joined = (
@@ -280,7 +301,7 @@ def build_incremental(
         F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"),
         "rank",
     )
-    read = entry_counts(spark, storage, changed, named=True).persist()
+    read = entry_counts(spark, storage, changed, named=True, trusted=trusted).persist()
     delta = (
         read.where((F.col("n") != 0) | (F.col("fresh") > 0))
         .select("address", F.col("n").alias("dn"))
@@ -331,10 +352,11 @@ def layers_to_fold(base: RefManifest, touched: set[str]) -> set[str]:
     return {name for name in touched if len(base.parts.get(name, ())) + 1 > MAX_LAYERS}
 
 
-def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, str]:
-    """Write the ranges and this run's address layers, then the manifest naming them (last: a
-    run killed before it leaves no manifest, and the next run goes clean). Returns the manifest and
-    its SHA-256, for the run's metastore record."""
+def persist(storage: Storage, prefix: str, refs: RefSet, before: Mapping[str, str]) -> tuple[RefManifest, str]:
+    """Write the ranges and this run's address layers, then the record of the tree files they
+    were read from (`trust`: `before` are their facts before the run read any), then the manifest
+    naming them all (last: a run killed before it leaves no manifest, and the next run goes
+    clean). Returns the manifest and its SHA-256, for the run's metastore record."""
     ranges = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges").parts  # one file per partition: no regrouping
     by_part = write_groups(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part")
     parts = dict(refs.manifest.parts)
@@ -343,12 +365,32 @@ def persist(storage: Storage, prefix: str, refs: RefSet) -> tuple[RefManifest, s
         parts[name] = (*parts.get(name, ()), *(part.key for part in written))
         digests.update((part.key, part.sha256) for part in written)
     digests.update((part.key, part.sha256) for part in ranges)
+    after = tree_facts(storage)  # every tree file this run reads has been read
+    known = tree_keys(refs.manifest.metaranges, _range_ids(storage, ranges))
+    digests[prefix + TRUST] = write_record(storage, prefix + TRUST, next_record(known, before, after))
     manifest = RefManifest(
-        refs.manifest.metaranges, refs.manifest.active, tuple(part.key for part in ranges), parts, digests
+        refs.manifest.metaranges,
+        refs.manifest.active,
+        tuple(part.key for part in ranges),
+        parts,
+        digests,
+        prefix + TRUST,
     )
     data = manifest.to_json()
     storage.write(prefix + MANIFEST, data)
     return manifest, hashlib.sha256(data).hexdigest()
+
+
+def _range_ids(storage: Storage, written: Sequence[Part]) -> list[str]:
+    """The range ids of the ranges table just written (a few thousand: one per distinct range),
+    each file read back as its task wrote it."""
+    ids: list[str] = []
+    for part in written:
+        data = storage.read(part.key)
+        if hashlib.sha256(data).hexdigest() != part.sha256:
+            raise CorruptMetadata(f"reference set file {part.key} was changed as it was written")
+        ids += pq.ParquetFile(pa.BufferReader(data)).read(columns=["range_id"]).column(0).to_pylist()
+    return ids
 
 
 def read_addresses(spark: SparkSession, storage: Storage, manifest: RefManifest, slices: set[str]) -> DataFrame:

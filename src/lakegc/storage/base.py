@@ -77,6 +77,17 @@ class Storage(Protocol):
         """Size and mtime of one object, or None when there is none."""
         ...
 
+    def facts(self, folder: str) -> dict[str, str]:
+        """Key -> *facts* of every object directly in `folder`: what the store tells of an object
+        without reading it, and which any rewrite changes (see `read_with_facts`). GC records them
+        for the tree files it verified, and trusts a file again only while they stay the same."""
+        ...
+
+    def read_with_facts(self, key: str) -> tuple[bytes, str | None]:
+        """An object's bytes and the facts (`facts`) of exactly those bytes; None for the facts when
+        the object changed while it was read."""
+        ...
+
 
 def check_key(key: str) -> str:
     """Refuse keys that could leave the namespace, whatever the backend."""

@@ -72,6 +72,32 @@ class LocalStorage:
         folder = prefix.rstrip("/")
         yield from _scan(self._folder(folder), f"{folder}/" if folder else "", recursive)
 
+    def facts(self, folder: str) -> dict[str, str]:
+        """Size, mtime and ctime in nanoseconds, inode and device (`file_facts`) of each file
+        directly in `folder`, through symlinks as a read goes: nobody can set a ctime back, and
+        a file swapped in by a rename is another inode."""
+        base, at = self._folder(folder), f"{folder.rstrip('/')}/"
+        found: dict[str, str] = {}
+        try:
+            with os.scandir(base) as entries:
+                for entry in entries:
+                    if entry.name.startswith(_TMP_PREFIX):
+                        continue
+                    with contextlib.suppress(OSError):  # gone meanwhile, or a dangling link: no facts
+                        st = os.stat(entry.path)
+                        if stat.S_ISREG(st.st_mode):
+                            found[at + entry.name] = file_facts(st)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return found
+
+    def read_with_facts(self, key: str) -> tuple[bytes, str | None]:
+        with self.open_read(key) as f:
+            before = file_facts(os.fstat(f.fileno()))
+            data = f.read()
+            after = file_facts(os.fstat(f.fileno()))
+        return data, after if after == before else None
+
     def is_empty(self) -> bool:
         """Nothing at all in the folder: a symlink or a special file counts (listings skip them)."""
         try:
@@ -245,6 +271,11 @@ def _delete_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return "refused: a folder on its path is a symlink or not a folder (lakegc never deletes through a symlink)"
     return str(exc)
+
+
+def file_facts(st: os.stat_result) -> str:
+    """What changes whenever a file's bytes can have: size, mtime and ctime (ns), inode, device."""
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
 
 
 def _mtime(st: os.stat_result) -> datetime:

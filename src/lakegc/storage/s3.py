@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, first_line
@@ -360,6 +360,30 @@ class S3Storage:
     def stat(self, key: str) -> ObjectInfo | None:
         info = self._head(key)
         return None if info is None else ObjectInfo(key, info["ContentLength"], info["LastModified"].astimezone(UTC))
+
+    def facts(self, folder: str) -> dict[str, str]:
+        """ETag, size and LastModified (`object_facts`) of each object directly in `folder`, as
+        the listing gives them: a PUT over an object gives it a new LastModified."""
+        start = len(self.prefix)
+        return {
+            obj["Key"][start:]: object_facts(obj["ETag"], obj["Size"], obj["LastModified"])
+            for page in self._pages(folder.rstrip("/"), False)
+            for obj in self._addressable(page)
+        }
+
+    def read_with_facts(self, key: str) -> tuple[bytes, str | None]:
+        """One GET: its answer names the version it carries."""
+        answer = self._get(key)
+        with answer["Body"] as body:
+            data = body.read()
+        return data, object_facts(answer["ETag"], answer["ContentLength"], answer["LastModified"])
+
+
+def object_facts(etag: str, size: int, modified: datetime) -> str:
+    """An object's facts, the same from a listing and from a GET (whole seconds: a GET's
+    Last-Modified header has no fraction)."""
+    tag = etag.strip('"')
+    return f"{tag}:{size}:{int(modified.timestamp())}"
 
 
 MOVED_FROM_ETAG = "lakegc-moved-from-etag"  # on a moved object: the ETag of the object it was copied from
