@@ -100,6 +100,25 @@ class Trickle(io.RawIOBase):
         return self._data.read(min(size if size >= 0 else 1 << 16, 1 << 16))
 
 
+def test_an_objects_facts_are_the_same_from_a_listing_and_a_get_and_change_with_every_put(bucket: Bucket):
+    """What GC trusts a verified tree file by (`Storage.facts`): ETag, size and LastModified, the
+    same whether a listing or the GET that read the bytes gives them; a PUT of other bytes, and
+    of the same bytes a second later, changes them."""
+    storage = open_storage(bucket.ns)
+    storage.write("_lakegc/ranges/r1", b"first")
+    storage.write("_lakegc/ranges/sub/r2", b"not directly in the folder")
+    listed = storage.facts("_lakegc/ranges/")
+    assert set(listed) == {"_lakegc/ranges/r1"}
+    data, facts = storage.read_with_facts("_lakegc/ranges/r1")
+    assert (data, facts) == (b"first", listed["_lakegc/ranges/r1"])
+    storage.write("_lakegc/ranges/r1", b"other")
+    assert storage.facts("_lakegc/ranges/")["_lakegc/ranges/r1"] != facts
+    time.sleep(1.1)  # LastModified has whole seconds
+    before = storage.facts("_lakegc/ranges/")["_lakegc/ranges/r1"]
+    storage.write("_lakegc/ranges/r1", b"other")
+    assert storage.facts("_lakegc/ranges/")["_lakegc/ranges/r1"] != before
+
+
 def test_a_source_that_hands_over_less_than_asked_is_stored_whole(bucket: Bucket):
     storage = open_storage(bucket.ns)
     for key, data in (("data/s/small", b"abc" * 50_000), ("data/s/big", bytes(range(256)) * (70 * 1024))):

@@ -12,7 +12,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -78,6 +78,14 @@ def write_parquet(
     `tally` = (function, key columns), each task also sums what the function gives per batch,
     grouped by the key columns: a summary counted as the rows are written, so the output is not
     read again."""
+    (rows,) = write_together(parquet_writer(df, storage, prefix, tally))
+    return written_parts(rows, tally[1] if tally else None)
+
+
+def parquet_writer(
+    df: DataFrame, storage: Storage, prefix: str, tally: tuple[Tally, list[str]] | None = None
+) -> DataFrame:
+    """`write_parquet` not yet run: a DataFrame of the parts its tasks will store (`write_together`)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
@@ -93,12 +101,30 @@ def write_parquet(
         if stored is not None:  # an empty partition writes no part
             yield _part_row("", stored, sum_tallies(sums, tally[1]) if tally else None)
 
-    parts = [
-        Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"]))
-        for r in df.mapInArrow(write, ddl(_PARTS_SCHEMA)).collect()
-    ]
+    return df.mapInArrow(write, ddl(_PARTS_SCHEMA))
+
+
+def written_parts(rows: list[Any], tally_keys: list[str] | None = None) -> Written:
+    """The parts a `parquet_writer` stored, and their tallies summed."""
+    parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in rows]
     tallies = [p.tally for p in parts if p.tally is not None]
-    return Written(parts, sum_tallies(tallies, tally[1]) if tally and tallies else None)
+    return Written(parts, sum_tallies(tallies, tally_keys) if tally_keys and tallies else None)
+
+
+def write_together(*writers: DataFrame) -> list[list[Any]]:
+    """Run writers (`parquet_writer`, `groups_writer`) as one Spark job: each Spark job costs a
+    tenth of a second or more whatever it holds, and independent outputs need no order. Returns
+    each writer's part rows."""
+    from pyspark.sql import functions as F
+
+    tagged = [w.withColumn("writer", F.lit(i)) for i, w in enumerate(writers)]
+    union = tagged[0]
+    for other in tagged[1:]:
+        union = union.unionByName(other)
+    out: list[list[Any]] = [[] for _ in writers]
+    for row in union.collect():  # one row per file written: a short list
+        out[row["writer"]].append(row)
+    return out
 
 
 def _tally_of(data: bytes | None) -> pa.Table | None:
@@ -117,6 +143,12 @@ def write_groups(df: DataFrame, storage: Storage, folder_of: Callable[[str], str
     Spark job: file names under `folder_of(value)`. Returns value -> its parts (a short list: a
     file per value and task, never the rows). Rows are grouped first, so a value's rows land in
     one task; each task holds its rows while it writes them."""
+    (rows,) = write_together(groups_writer(df, storage, folder_of, group))
+    return grouped_parts(rows)
+
+
+def groups_writer(df: DataFrame, storage: Storage, folder_of: Callable[[str], str], group: str) -> DataFrame:
+    """`write_groups` not yet run: a DataFrame of the parts its tasks will store (`write_together`)."""
     import pyarrow.compute as pc
 
     columns = [c for c in df.columns if c != group]
@@ -132,8 +164,13 @@ def write_groups(df: DataFrame, storage: Storage, folder_of: Callable[[str], str
             yield _part_row(value, _store(storage, key, parts, schema=None), None)  # type: ignore[arg-type]
 
     tasks = df.sparkSession.sparkContext.defaultParallelism * 2
+    return df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA))
+
+
+def grouped_parts(rows: list[Any]) -> dict[str, list[Part]]:
+    """The parts a `groups_writer` stored, by group value."""
     out: dict[str, list[Part]] = {}
-    for row in df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA)).collect():
+    for row in rows:
         out.setdefault(row["value"], []).append(Part(row["key"], row["rows"], row["sha256"]))
     return out
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakegc.engine.arrowio import Part, write_groups, write_parquet
+from lakegc.engine.arrowio import Part, grouped_parts, groups_writer, parquet_writer, write_together, written_parts
 from lakegc.errors import CorruptMetadata, LakegcError
 from lakegc.repo.trees import tree_facts
 from lakegc.repogc.outputs import MANIFEST
@@ -357,8 +357,11 @@ def persist(storage: Storage, prefix: str, refs: RefSet, before: Mapping[str, st
     were read from (`trust`: `before` are their facts before the run read any), then the manifest
     naming them all (last: a run killed before it leaves no manifest, and the next run goes
     clean). Returns the manifest and its SHA-256, for the run's metastore record."""
-    ranges = write_parquet(refs.ranges, storage, f"{prefix}refs/ranges").parts  # one file per partition: no regrouping
-    by_part = write_groups(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part")
+    ranges_rows, parts_rows = write_together(  # one Spark job: one file per partition of ranges, files per part
+        parquet_writer(refs.ranges, storage, f"{prefix}refs/ranges"),
+        groups_writer(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part"),
+    )
+    ranges, by_part = written_parts(ranges_rows).parts, grouped_parts(parts_rows)
     parts = dict(refs.manifest.parts)
     digests = {key: refs.manifest.digests[key] for keys in parts.values() for key in keys}
     for name, written in by_part.items():  # a new layer on top of what was carried, or the part anew
