@@ -1,15 +1,16 @@
 """`python -m benchmarks [--scale F] [--json] [--sweep] [--cluster]`: scenario S1 against the floor and delta-rs.
 
-On one generated lake, one after another: the floor script, delta-rs vacuum, a clean lakegc run
-listing the namespace from an S3 Inventory of it, a clean lakegc run, then a lakegc incremental run
-after a 1 % change. Each deletes the same stale objects (checked after every contender; the stale
-files are written back in between) and runs as its own process, timed and memory-sampled. Then the
-floor and a clean run on S1 a tenth the size, and on a tiny lake (the README demo's size). Two
-floors that delete nothing are timed too: reading and verifying every tree file of S1 in one
-process, and lakegc's Spark session with one Python task per core (docs/performance.md).
-`--cluster` also runs the clean run on a Spark standalone cluster (master and two workers on this
-machine), which must delete the same objects. `--sweep` repeats the clean run at several sizes and
-plots time and memory.
+On one generated lake, one after another: the floor script, delta-rs vacuum, a clean lakegc run (the
+first: no tree file verified before), the same again (its trees verified by the first, and trusted
+while unchanged), a clean lakegc run listing the namespace from an S3 Inventory of it, then a lakegc
+incremental run after a 1 % change. Each deletes the same stale objects (checked after every
+contender; the stale files are written back in between) and runs as its own process, timed and
+memory-sampled. Then the floor and a clean run on S1 a tenth the size, and on a tiny lake (the
+README demo's size). Two floors that delete nothing are timed too: reading and verifying every tree
+file of S1 in one process, and lakegc's Spark session with one Python task per core
+(docs/performance.md). `--cluster` also runs the clean run on a Spark standalone cluster (master and
+two workers on this machine), which must delete the same objects. `--sweep` repeats the clean run at
+several sizes and plots time and memory.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _table(r: Results) -> Table:
                 f"fixed cost of any PySpark run here (lakegc's session, one Python task per core): "
                 f"{r.spark_floor.seconds:.1f} s; reading and verifying every tree file of the "
                 f"{r.objects:,}-object lake in one process: {r.trees_verify.seconds:.1f} s",
+                f"Spark jobs: {r.clean.summary.get('spark_jobs')} in the clean run, "
+                f"{r.incremental.summary.get('spark_jobs')} in the incremental one",
                 *([f"lakegc clean --inventory: {r.inventory_note}"] if r.inventory_note else []),
             ]
         ),

@@ -26,6 +26,8 @@ from benchmarks.scenario import Scenario
 
 SMALL = 0.1  # the second lake's size, a fraction of the main one's (S1's minimums keep it above the tiny lake)
 SMALL_LABEL, TINY_LABEL = "lake / 10", "tiny lake"
+CHANGE = 0.01  # the change an incremental run follows: 1 % of the main lake's objects, the same count on every size
+SCALED = {"quarter": 0.25, "half": 0.5}  # the other sizes an incremental run is timed on, with that same change
 # What a run on the standalone cluster must agree with local mode on, besides the objects it deletes.
 SAME_AS_LOCAL = (
     "num_listed",
@@ -97,7 +99,9 @@ class Results:
     floor: Measured
     deltars: Measured
     clean: Collected
+    second_clean: Collected  # a clean run again, the stale objects written back: its trees verified before
     incremental: Collected
+    scaled_incremental: dict[str, tuple[int, Collected]]  # S1/4 and S1/2: (objects, the run with the main change)
     incremental_deleted: int
     work: dict
     inventory: Measured | None  # None: this lakegc has no `gc run --inventory`
@@ -129,9 +133,21 @@ class Results:
             *main("floor (bare I/O)", self.floor),
             *main("delta-rs vacuum", self.deltars),
             *main("lakegc clean", self.clean.measured),
+            *main("lakegc clean, second (trees verified before)", self.second_clean.measured),
             *main("lakegc clean --inventory", self.inventory),
             *main(f"lakegc clean, standalone cluster ({WORKERS} workers)", self.cluster),
             *main("lakegc incremental (1% change)", self.incremental.measured, self.incremental_deleted),
+            *(
+                Row(
+                    f"lakegc incremental, same change, S1 x {SCALED[name]}",
+                    objects,
+                    run.measured,
+                    run.summary["num_deleted"],
+                    self.floor,
+                    None,
+                )
+                for name, (objects, run) in self.scaled_incremental.items()
+            ),
             *main("lakegc gc explain (one object)", self.explain, 0),
             *main("lakegc gc simulate (4 retentions)", self.simulate, 0),
             *side(SMALL_LABEL, self.small),
@@ -151,8 +167,16 @@ class Results:
             "ratio_floor": round(clean / self.floor.seconds, 2),
             "deltars_s": self.deltars.seconds,
             "ratio_deltars": round(clean / self.deltars.seconds, 2),
+            "second_clean_s": self.second_clean.measured.seconds,
+            "ratio_second_clean": round(self.second_clean.measured.seconds / clean, 3),
+            "spark_jobs_clean": self.clean.summary.get("spark_jobs"),
+            "spark_jobs_incremental": self.incremental.summary.get("spark_jobs"),
             "incremental_s": self.incremental.measured.seconds,
             "ratio_incremental": round(self.incremental.measured.seconds / clean, 3),
+            **{f"incremental_{name}_s": run.measured.seconds for name, (_, run) in self.scaled_incremental.items()},
+            "incremental_scale_ratio": round(
+                self.incremental.measured.seconds / self.scaled_incremental["quarter"][1].measured.seconds, 3
+            ),
             "driver_rss_mb": self.clean.measured.rss_mb,
             "jvm_rss_mb": self.clean.measured.jvm_rss_mb,
             "incremental_deleted": self.incremental_deleted,
@@ -194,9 +218,13 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
         console,
     )
     _check_and_restore(lake)
-    inventory, inventory_note = _inventory_run(lake, console)
-    clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console)
-    _check(lake.files, lake.objects, lake.stale)
+    clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console)  # the first run: nothing verified before
+    _check_and_restore(lake)
+    second_clean = _lakegc(
+        lake.files, ["--clean"], lake.stale.num_rows, console, name="lakegc clean, second (trees verified before)"
+    )
+    _check_and_restore(lake)
+    inventory, inventory_note = _inventory_run(lake, console)  # after the clean runs: its trees verified before too
     on_cluster = _cluster_run(lake, clean, workdir / "cluster", console) if cluster else None
     trees_verify = _contender(
         "reading and verifying every tree file (one process)",
@@ -204,11 +232,15 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
         lake.files.env(),
         console,
     )
-    change = apply_change(lake.files)
+    change = apply_change(lake.files, CHANGE)
     garbage = change.filter(pc.not_equal(change.column("reason"), ""))
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
     incremental = _lakegc(lake.files, [], garbage.num_rows, console, mode="incremental")
     _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
+    scaled_incremental = {
+        name: _incremental_on(Scenario.s1(size * scale), workdir / name, change.num_rows, console)
+        for name, size in SCALED.items()
+    }
     explain, simulate = _why(lake, console)
     small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
     tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
@@ -225,7 +257,9 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
         floor,
         deltars,
         clean,
+        second_clean,
         incremental,
+        scaled_incremental,
         garbage.num_rows,
         lake.work(clean),
         inventory,
@@ -291,6 +325,26 @@ def _sweep_row(objects: int, clean: Collected, floor: Measured) -> dict:
     }
 
 
+def _incremental_on(scenario: Scenario, root: Path, count: int, console: Console) -> tuple[int, Collected]:
+    """On a lake of another size: a clean run, then `count` new objects (the main lake's change),
+    then the incremental run, timed and checked to delete exactly the change's abandoned objects."""
+    lake = _built(scenario, root, console)
+    _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console, name=f"lakegc clean, {scenario.objects:,} objects")
+    change = apply_change(lake.files, count=count)
+    garbage = change.filter(pc.not_equal(change.column("reason"), ""))
+    incremental = _lakegc(
+        lake.files,
+        [],
+        garbage.num_rows,
+        console,
+        mode="incremental",
+        name=f"lakegc incremental, {scenario.objects:,} objects",
+    )
+    _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
+    shutil.rmtree(root)
+    return lake.objects.num_rows, incremental
+
+
 def _side_lake(scenario: Scenario, root: Path, label: str, console: Console) -> SideLake:
     """Build a lake, time the floor and a clean lakegc run on it, check both, remove it."""
     lake = _built(scenario, root, console)
@@ -335,7 +389,7 @@ def _inventory_run(lake: Built, console: Console) -> tuple[Measured | None, str 
         console,
         name="lakegc clean --inventory",
     )
-    _check_and_restore(lake)
+    _check(lake.files, lake.objects, lake.stale)  # the stale objects stay gone: the incremental run builds on this
     return collected.measured, None
 
 

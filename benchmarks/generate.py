@@ -346,14 +346,14 @@ def _write_chunk(chunk: tuple[str, list[str], list[int], list[float]]) -> None:
         os.utime(path, (mtime, mtime))
 
 
-def apply_change(files: Lakefiles, fraction: float = 0.01, seed: int = 2) -> pa.Table:
-    """What happens between two GC runs: `fraction` of the lake's object count arrives, half of it
-    committed on a few branches, 3/10 staged and 1/5 abandoned. Writes land in new slices, as a
-    writer's would. Returns the new objects with their garbage reason ('' when live)."""
+def apply_change(files: Lakefiles, fraction: float = 0.01, seed: int = 2, count: int | None = None) -> pa.Table:
+    """What happens between two GC runs: `fraction` of the lake's object count (or `count` objects)
+    arrives, half of it committed on a few branches, 3/10 staged and 1/5 abandoned. Writes land in
+    new slices, as a writer's would. Returns the new objects with their garbage reason ('' when live)."""
     rng = random.Random(seed)
     repo = Lake(files.metastore_url).repository(REPO)
     when = utcnow() - NEWEST + timedelta(hours=1)  # after every commit so far, older than the 24 h min-age
-    count = max(10, round(pq.read_metadata(files.objects).num_rows * fraction))
+    count = count if count is not None else max(10, round(pq.read_metadata(files.objects).num_rows * fraction))
     objects = _Objects(rng)
     branches = [b.name for b in repo.branches()][:5]
 

@@ -51,6 +51,13 @@ FIGURES = {
     "cores",
     "spark_floor_s",
     "trees_verify_s",
+    "second_clean_s",
+    "ratio_second_clean",
+    "spark_jobs_clean",
+    "spark_jobs_incremental",
+    "incremental_quarter_s",
+    "incremental_half_s",
+    "incremental_scale_ratio",
 }
 
 
@@ -111,6 +118,9 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
         )
     )
     assert figures["ratio_floor"] == round(figures["lakegc_s"] / figures["floor_s"], 2)
+    assert figures["ratio_second_clean"] == round(figures["second_clean_s"] / figures["lakegc_s"], 3)
+    assert 0 < figures["spark_jobs_clean"] <= 6 and 0 < figures["spark_jobs_incremental"] <= 4
+    assert figures["incremental_scale_ratio"] == round(figures["incremental_s"] / figures["incremental_quarter_s"], 3)
     assert figures["ratio_small_floor"] == round(figures["small_s"] / figures["small_floor_s"], 2)
     if has_inventory_option():
         assert figures["inventory_s"] > 0 and figures["inventory_note"] is None

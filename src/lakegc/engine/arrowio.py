@@ -83,9 +83,15 @@ def write_parquet(
 
 
 def parquet_writer(
-    df: DataFrame, storage: Storage, prefix: str, tally: tuple[Tally, list[str]] | None = None
+    df: DataFrame,
+    storage: Storage,
+    prefix: str,
+    tally: tuple[Tally, list[str]] | None = None,
+    written_as: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> DataFrame:
-    """`write_parquet` not yet run: a DataFrame of the parts its tasks will store (`write_together`)."""
+    """`write_parquet` not yet run: a DataFrame of the parts its tasks will store (`write_together`).
+    With `written_as`, each batch is tallied whole and stored as that function makes it (rows a
+    summary counts that are not written, say)."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         key = f"{prefix.rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
@@ -95,7 +101,7 @@ def parquet_writer(
             for batch in batches:
                 if tally is not None:
                     sums.append(tally[0](batch))
-                yield batch
+                yield batch if written_as is None else written_as(batch)
 
         stored = _store(storage, key, counted(), schema=None)
         if stored is not None:  # an empty partition writes no part
@@ -147,8 +153,15 @@ def write_groups(df: DataFrame, storage: Storage, folder_of: Callable[[str], str
     return grouped_parts(rows)
 
 
-def groups_writer(df: DataFrame, storage: Storage, folder_of: Callable[[str], str], group: str) -> DataFrame:
-    """`write_groups` not yet run: a DataFrame of the parts its tasks will store (`write_together`)."""
+def groups_writer(
+    df: DataFrame,
+    storage: Storage,
+    folder_of: Callable[[str], str],
+    group: str,
+    prepare: Callable[[str, list[pa.RecordBatch]], list[pa.RecordBatch]] | None = None,
+) -> DataFrame:
+    """`write_groups` not yet run: a DataFrame of the parts its tasks will store (`write_together`).
+    `prepare(value, batches)` gives what is stored for a value's rows (default: the rows)."""
     import pyarrow.compute as pc
 
     columns = [c for c in df.columns if c != group]
@@ -161,7 +174,8 @@ def groups_writer(df: DataFrame, storage: Storage, folder_of: Callable[[str], st
                 pending.setdefault(value, []).append(batch.filter(pc.equal(values, value)).select(columns))
         for value, parts in pending.items():
             key = f"{folder_of(value).rstrip('/')}/part-{uuid.uuid4().hex}.parquet"
-            yield _part_row(value, _store(storage, key, parts, schema=None), None)  # type: ignore[arg-type]
+            rows = prepare(value, parts) if prepare is not None else parts
+            yield _part_row(value, _store(storage, key, rows, schema=None), None)  # type: ignore[arg-type]
 
     tasks = df.sparkSession.sparkContext.defaultParallelism * 2
     return df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA))

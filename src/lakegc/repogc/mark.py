@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.engine.ages import listing_tally
-from lakegc.engine.arrowio import read_parquet
-from lakegc.engine.candidates import write_candidates
+from lakegc.engine.arrowio import parquet_writer, read_parquet, write_together, written_parts
+from lakegc.engine.candidates import counts_of
 from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
@@ -38,7 +38,7 @@ from lakegc.repo.trees import tree_facts
 from lakegc.repogc.incremental import Plan, newly_settled
 from lakegc.repogc.inventory import Inventory, confirm_present, namespace_listing
 from lakegc.repogc.listing import slices
-from lakegc.repogc.names import branches_of, commit_ranks, name_candidates, top_lists
+from lakegc.repogc.names import branches_of, commit_ranks, name_candidates, name_tally, top_from_tally
 from lakegc.repogc.outputs import (
     ACTIVE_BY_PATH_RULE,
     ACTIVE_COMMITS,
@@ -50,7 +50,15 @@ from lakegc.repogc.outputs import (
     uncommitted_key,
 )
 from lakegc.repogc.references import UNCOMMITTED_DDL, snapshot_uncommitted
-from lakegc.repogc.refset import RefSet, build_clean, build_incremental, persist, read_addresses, slice_of
+from lakegc.repogc.refset import (
+    RefSet,
+    build_clean,
+    build_incremental,
+    finish_refset,
+    persist,
+    refset_writers,
+    slice_of,
+)
 from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.repogc.trust import verify_files
 from lakegc.retention.active import decide_commits
@@ -121,7 +129,6 @@ def mark(
     storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
     objects = listing.where(~listing.young).drop("young")
-    num_rechecked = 0
     before = tree_facts(storage)  # before any tree file is read: what the run's record may trust next time
     trusted = plan.trust.trusted(before) if plan.trust else {}
     if plan.refs is None:
@@ -142,31 +149,37 @@ def mark(
         )
         verify_files(storage, changed)  # the base set was read from them: their bytes must still be those
         refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks, trusted)
-        manifest, refs_sha256 = persist(storage, prefix, refs, before)
-        judged = {"", *to_list}
+        objects = objects.select(*objects.columns, F.lit(False).alias("young"), F.lit(False).alias("rechecked"))
         if plan.settled:  # nothing settled: every slice was listed, nothing to look up
             phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
-            suspects = _suspects(spark, storage, plan, refs, uncommitted).persist()
-            refs.cached.append(suspects)
-            judged |= {r["slice"] for r in suspects.select("slice").distinct().collect()}  # slice names: few
-            addresses = read_addresses(spark, storage, manifest, judged)
-            protected = addresses.where(F.col("n") > 0).select("address").union(uncommitted)
-            found = stat_objects(spark, storage, suspects.join(protected, "address", "left_anti"), cutoff).persist()
-            refs.cached.append(found)
-            num_rechecked = found.count()
-            objects = objects.unionByName(found.where(~found.young).drop("young"))
-        else:
-            addresses = read_addresses(spark, storage, manifest, judged)
+            suspects = _suspects(spark, storage, plan, refs, uncommitted)
+            unheld = refs.counted_now(storage, suspects).where(F.col("n") <= 0).select("address", "slice")
+            found = stat_objects(spark, storage, unheld.join(uncommitted, "address", "left_anti"), cutoff)
+            objects = objects.unionByName(found.withColumn("rechecked", F.lit(True)))  # young ones only counted
     phase("writing candidates", "the listing against the references")
-    candidates = _candidates(objects, addresses, uncommitted)
+    if plan.refs is None:
+        candidates = _candidates(objects, addresses, uncommitted)
+    else:
+        candidates = _candidates_now(refs.counted_now(storage, objects), uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
-    candidates = name_candidates(candidates, refs.named, by_rank, branches_of(by_rank, decisions)).persist()
-    counts, tallied = write_candidates(
-        candidates, run_folder(storage, run_id), tally=(candidate_tally(now), CANDIDATE_TALLY_KEYS)
-    )  # counted as written
+    candidates = name_candidates(candidates, refs.named, by_rank, branches_of(by_rank, decisions))
+    writer = parquet_writer(
+        candidates,
+        storage,
+        run_folder(storage, run_id).key("candidates"),
+        tally=(_tally(now), _TALLY_KEYS),
+        written_as=_stored,
+    )  # counted and named as written: the candidates are not read again
+    if plan.refs is None:
+        (rows,) = write_together(writer)
+    else:  # the change to the set and the candidates in one Spark job
+        ranges_rows, parts_rows, rows = write_together(*refset_writers(storage, prefix, refs), writer)
+        _, refs_sha256 = finish_refset(storage, prefix, refs, ranges_rows, parts_rows, before)
+    ages, names, num_rechecked = _split(written_parts(rows, _TALLY_KEYS).tally)
+    counts = counts_of(ages)
     created = {c: node.created.isoformat() for c, node in graph.commits.items()}
-    top = top_lists(candidates, created) if counts.total else {}
-    for df in [listing, candidates, *refs.cached]:
+    top = top_from_tally(names, created) if counts.total else {}
+    for df in [listing, *refs.cached]:
         df.unpersist()
     return MarkResult(
         listed.listed,
@@ -179,10 +192,64 @@ def mark(
         len(plan.settled & set(slice_names)),
         num_rechecked,
         listed.ages,
-        candidate_ages(tallied),
+        candidate_ages(ages),
         refs_sha256,
         top,
     )
+
+
+_TALLY_KEYS = [*CANDIDATE_TALLY_KEYS, "kind", "name", "branch"]
+
+
+def _tally(now: datetime) -> Callable[[pa.RecordBatch], pa.Table]:
+    """What a batch of candidates adds to the run's record: by slice age and reason
+    (`candidate_tally`: kind null) and by name for the top lists (`name_tally`)."""
+    by_age = candidate_tally(now)
+
+    def tally(batch: pa.RecordBatch) -> pa.Table:
+        rechecked = None
+        if "young" in batch.schema.names:  # an incremental run's: objects looked up, young ones not candidates
+            looked = pc.sum(batch.column("rechecked").cast(pa.int64())).as_py() or 0
+            rechecked = pa.table(
+                {"kind": ["rechecked"], "count": pa.array([looked], pa.int64()), "bytes": pa.array([0], pa.int64())}
+            )
+            batch = _stored(batch)
+        ages, names = by_age(batch), name_tally(batch)
+        ages = ages.append_column("kind", pa.nulls(ages.num_rows, pa.string()))
+        ages = ages.append_column("name", pa.nulls(ages.num_rows, pa.string()))
+        ages = ages.append_column("branch", pa.nulls(ages.num_rows, pa.string()))
+        names = names.append_column("bucket", pa.nulls(names.num_rows, pa.int64()))
+        names = names.append_column("reason", pa.nulls(names.num_rows, pa.string()))
+        columns = [*_TALLY_KEYS, "count", "bytes"]
+        schema = ages.select(columns).schema
+        tables = [ages.select(columns), names.select(columns).cast(schema)]
+        if rechecked is not None:
+            for name in ("bucket", "reason", "name", "branch"):
+                rechecked = rechecked.append_column(schema.field(name), pa.nulls(1, schema.field(name).type))
+            tables.append(rechecked.select(columns).cast(schema))
+        return pa.concat_tables(tables)
+
+    return tally
+
+
+def _stored(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """What a candidates file holds of a batch: an incremental run's young objects looked up are
+    no candidates, and its flags are not stored."""
+    if "young" not in batch.schema.names:
+        return batch
+    kept = batch.filter(pc.invert(batch.column("young")))
+    return kept.select([name for name in kept.schema.names if name not in ("young", "rechecked")])
+
+
+def _split(tallied: pa.Table | None) -> tuple[pa.Table | None, pa.Table | None, int]:
+    """The run's tally as (by slice age and reason, by name, objects looked up again)."""
+    if tallied is None:
+        return None, None, 0
+    kind = tallied.column("kind")
+    by_age, rechecked = pc.is_null(kind), pc.fill_null(pc.equal(kind, "rechecked"), False)
+    ages = tallied.filter(by_age).select([*CANDIDATE_TALLY_KEYS, "count", "bytes"])
+    names = tallied.filter(pc.invert(pc.or_(by_age, rechecked))).select(["kind", "name", "branch", "count", "bytes"])
+    return ages, names, int(pc.sum(tallied.filter(rechecked).column("count")).as_py() or 0)
 
 
 def _suspects(spark: SparkSession, storage: Storage, plan: Plan, refs: RefSet, uncommitted: DataFrame) -> DataFrame:
@@ -211,6 +278,19 @@ def _in_slices(names: frozenset[str]) -> Callable[[Iterator[pa.RecordBatch]], It
             )
 
     return keep
+
+
+def _candidates_now(objects: DataFrame, uncommitted: DataFrame) -> DataFrame:
+    """An incremental run's `_candidates`: the objects with their `n` and `known` now
+    (`RefSet.counted_now`) that nothing references, `expired` when the set has a row for them."""
+    from pyspark.sql import functions as F
+
+    reason = F.when(F.col("known"), F.lit("expired")).otherwise(F.lit("uncommitted")).alias("reason")
+    return (
+        objects.where(F.col("n") <= 0)
+        .join(uncommitted, "address", "left_anti")
+        .select("address", "size", "mtime", reason, "young", "rechecked")
+    )
 
 
 def _candidates(objects: DataFrame, addresses: DataFrame, uncommitted: DataFrame) -> DataFrame:

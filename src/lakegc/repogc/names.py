@@ -80,42 +80,52 @@ def name_candidates(
     )
 
 
-def top_lists(candidates: DataFrame, created: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
-    """The TOP prefixes, branches and commits by bytes (then count) among the candidates, in one
-    Spark job: each candidate counts once under each of its three names, the names are summed and
-    ranked within their kind, and only the first TOP of each kind reach the driver. `created`
-    dates the commits shown."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+NAME_KINDS = ("prefixes", "branches", "commits")
+_PREFIX = rf"^(?P<prefix>(?:[^/]*/){{1,{PREFIX_DEPTH}}})"  # a path's first folders, each with its "/"
 
-    parts = F.split("path", "/")
-    depth = F.size(parts) - 1  # folders above the file
-    folders = F.slice(parts, 1, F.least(depth, F.lit(PREFIX_DEPTH)))
-    prefix = (
-        F.when(F.col("path").isNull(), F.lit(UNCOMMITTED))
-        .when(depth == 0, F.lit("(root)"))
-        .otherwise(F.concat(F.array_join(folders, "/"), F.lit("/")))
-    )
-    names = F.array(
-        F.struct(F.lit("prefixes").alias("kind"), prefix.alias("name")),
-        F.struct(F.lit("branches").alias("kind"), F.coalesce("branch", F.lit(UNCOMMITTED)).alias("name")),
-        F.struct(F.lit("commits").alias("kind"), F.col("commit").alias("name")),
-    )
-    ranked = Window.partitionBy("kind").orderBy(F.desc("bytes"), F.desc("candidates"), "name")
-    rows = (
-        candidates.select(F.explode(names).alias("named"), "size", "branch")
-        .select("named.kind", "named.name", "size", "branch")
-        .where(F.col("name").isNotNull())
-        .groupBy("kind", "name")
-        .agg(F.count("*").alias("candidates"), F.sum("size").alias("bytes"), F.first("branch").alias("branch"))
-        .withColumn("place", F.row_number().over(ranked))
-        .where(F.col("place") <= TOP)
-        .collect()  # at most TOP rows of each kind
-    )
-    found: dict[str, list[dict[str, Any]]] = {"prefixes": [], "branches": [], "commits": []}
-    for r in sorted(rows, key=lambda r: (r["kind"], r["place"])):
-        row = {"name": r["name"], "candidates": r["candidates"], "bytes": r["bytes"] or 0}
-        if r["kind"] == "commits":
-            row |= {"branch": r["branch"], "created": created.get(r["name"])}
-        found[r["kind"]].append(row)
+
+def name_tally(batch: pa.RecordBatch) -> pa.Table:
+    """What one batch of named candidates (`name_candidates`) adds to the top lists: a row per
+    candidate and kind (kind, name, branch, count, bytes): under its prefix (its first folders,
+    `(root)` for a file at the top, `(uncommitted)` when no commit held it), its branch, and its
+    commit (the commit's branch beside it). Counted by the tasks that write the candidates, so
+    the lists cost no pass of their own (`top_from_tally` ranks them)."""
+    import pyarrow.compute as pc
+
+    paths, size = batch.column("path"), pc.fill_null(batch.column("size"), 0)
+    matched = pc.fill_null(pc.match_substring_regex(paths, _PREFIX), False)
+    folders = pc.if_else(matched, pc.extract_regex(paths, _PREFIX).field("prefix"), "(root)")
+    prefix = pc.if_else(pc.is_null(paths), UNCOMMITTED, folders)
+    branch = pc.fill_null(batch.column("branch"), UNCOMMITTED)
+    n = batch.num_rows
+    none = pa.nulls(n, pa.string())
+    tables = [
+        pa.table({"kind": pa.repeat("prefixes", n), "name": prefix, "branch": none}),
+        pa.table({"kind": pa.repeat("branches", n), "name": branch, "branch": none}),
+        pa.table({"kind": pa.repeat("commits", n), "name": batch.column("commit"), "branch": batch.column("branch")}),
+    ]
+    counted = [
+        t.append_column("count", pa.repeat(pa.scalar(1, pa.int64()), n)).append_column("bytes", size) for t in tables
+    ]
+    named = pa.concat_tables([t.cast(counted[0].schema) for t in counted])
+    return named.filter(pc.is_valid(named.column("name")))
+
+
+def top_from_tally(tallied: pa.Table | None, created: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """The TOP prefixes, branches and commits by bytes (then count, then name) from the summed
+    `name_tally` rows; `created` dates the commits shown."""
+    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in NAME_KINDS}
+    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in tallied.to_pylist() if tallied is not None else []:
+        total = totals.setdefault((row["kind"], row["name"]), {"candidates": 0, "bytes": 0, "branch": row["branch"]})
+        total["candidates"] += int(row["count"])
+        total["bytes"] += int(row["bytes"] or 0)
+        total["branch"] = total["branch"] or row["branch"]
+    ranked = sorted(totals.items(), key=lambda item: (-item[1]["bytes"], -item[1]["candidates"], item[0][1]))
+    for (kind, name), total in ranked:
+        if len(found[kind]) < TOP:
+            row = {"name": name, "candidates": total["candidates"], "bytes": total["bytes"]}
+            if kind == "commits":
+                row |= {"branch": total["branch"], "created": created.get(name)}
+            found[kind].append(row)
     return found

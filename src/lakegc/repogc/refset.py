@@ -14,7 +14,8 @@ A clean run reads every distinct range once to build the set. An incremental run
 base run's set and applies the difference: the trees that became active (+1 to each of their
 ranges), left the active set (-1), or are new; then only the ranges whose state changed (active
 now and not then, or the reverse, or never seen) are read, each entry adding or taking 1 from its
-address's `n`. Only the slices those addresses lie in are rewritten. Because ranges are immutable
+address's `n`: that change is written as one more layer of the parts it reaches, and looked up
+with the base layers part by part (`with_base_counts`). Because ranges are immutable
 (their id is the hash of their content) and commits are never deleted, this is exactly the set a
 clean run would build, which the property tests check table for table.
 
@@ -180,11 +181,25 @@ class RefSet:
 
     ranges: DataFrame  # RANGES_DDL: every range now
     addresses: DataFrame  # ADDRESSES_DDL + part: the rows this run writes (all, or its change's layers)
-    manifest: RefManifest  # what is carried from the base; `persist` adds what this run writes
-    moved: set[str] | None  # parts whose addresses moved (None: a clean build)
+    manifest: RefManifest  # the trees it knows, and the parts carried from the base (none: a clean build)
     lost: DataFrame | None = None  # addresses whose n fell to 0 since the base (incremental only)
     cached: list[DataFrame] = field(default_factory=list)  # to unpersist when the mark is done
     named: DataFrame | None = None  # (address, path, rank) of addresses only expired trees hold, as read
+    delta: DataFrame | None = None  # (address, dn): how each address's n moved since the base (incremental)
+
+    def counted_now(self, storage: Storage, rows: DataFrame) -> DataFrame:
+        """`rows` (with `address`) and each address's `n` now and whether the set has a row for it
+        (`known`): the base run's layers, looked up by the tasks part by part
+        (`with_base_counts`), plus this run's change. Nothing is read for parts no row lies in."""
+        from pyspark.sql import functions as F
+
+        assert self.delta is not None, "an incremental set"
+        looked = with_base_counts(rows, storage, self.manifest).join(self.delta, "address", "left")
+        return looked.select(
+            *rows.columns,
+            (F.coalesce("n0", F.lit(0)) + F.coalesce("dn", F.lit(0))).alias("n"),
+            (F.col("n0").isNotNull() | F.col("dn").isNotNull()).alias("known"),
+        )
 
 
 def slice_of(addresses: pa.Array) -> pa.Array:
@@ -204,6 +219,80 @@ def part_column() -> object:
     return F.when(
         name.rlike("^[0-9]+$"), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string"))
     ).otherwise(F.concat(F.lit("s:"), name))
+
+
+def part_array(addresses: pa.Array) -> pa.Array:
+    """`part_column` in Arrow, on the executors."""
+    import pyarrow.compute as pc
+
+    names = slice_of(addresses)
+    digits = pc.fill_null(pc.match_substring_regex(names, r"^[0-9]+$"), False)
+    days = pc.divide(pc.cast(pc.if_else(digits, names, "0"), pa.int64()), PART_SECONDS)  # integers: floored
+    return pc.if_else(
+        digits,
+        pc.binary_join_element_wise("d", pc.cast(days, pa.string()), ""),
+        pc.binary_join_element_wise("s:", names, ""),
+    )
+
+
+def with_base_counts(rows: DataFrame, storage: Storage, base: RefManifest) -> DataFrame:
+    """`rows` (with `address`) and `n0`, the address's n in the base set (null: no row there).
+    Rows are grouped by part; each task reads the files of the parts its rows lie in (each checked
+    against its digest) and nothing else: what a run reads of the base set follows its change."""
+    files = {part: [(key, base.digests[key]) for key in keys] for part, keys in base.parts.items()}
+    columns = rows.columns
+    schema = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema.fields) + ", n0 long"
+
+    def look(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        current, counts = None, None
+        for batch in batches:
+            parts = part_array(batch.column("address"))
+            for part in pc.unique(parts).to_pylist():
+                if part != current:  # rows come sorted by part: one part's counts held at a time
+                    current, counts = part, _summed(storage, files.get(part, []), "n0")
+                chosen = pa.Table.from_batches([batch.filter(pc.equal(parts, part))])
+                yield from chosen.join(counts, "address", join_type="left outer").select([*columns, "n0"]).to_batches()
+
+    tasks = rows.sparkSession.sparkContext.defaultParallelism * 2
+    grouped = rows.withColumn("_part", part_column()).repartition(tasks, "_part").sortWithinPartitions("_part")
+    return grouped.drop("_part").mapInArrow(look, schema)
+
+
+def _summed(storage: Storage, files: list[tuple[str, str]], name: str, more: list[pa.Table] = ()) -> pa.Table:
+    """(address, `name`): a part's layers (each file checked against its digest) and `more` rows of
+    the same shape, summed by address."""
+    tables = [*(_read_checked(storage, key, digest) for key, digest in files), *more]
+    if not tables:
+        return pa.table({"address": pa.array([], pa.string()), name: pa.array([], pa.int64())})
+    summed = (
+        pa.concat_tables([t.select(["address", "n"]) for t in tables]).group_by("address").aggregate([("n", "sum")])
+    )
+    return summed.select(["address", "n_sum"]).rename_columns(["address", name])
+
+
+def _read_checked(storage: Storage, key: str, digest: str) -> pa.Table:
+    data = storage.read(key)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CorruptMetadata(f"reference set file {key} was changed since its run wrote it: run `gc run --clean`")
+    return pq.ParquetFile(pa.BufferReader(data)).read()
+
+
+def layers_writer(addresses: DataFrame, storage: Storage, prefix: str, base: RefManifest) -> DataFrame:
+    """The rows (ADDRESSES_DDL + part) written as one file per part and task, a new *layer* on top of
+    the part's files in `base`; a part that would then have more than MAX_LAYERS files is folded
+    into one file instead (its base files read and summed in the same task: `layers_to_fold`
+    decides, as the driver does when it writes the manifest)."""
+    files = {part: [(key, base.digests[key]) for key in keys] for part, keys in base.parts.items()}
+
+    def prepare(part: str, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        if len(files.get(part, ())) + 1 <= MAX_LAYERS:
+            return batches
+        folded = _summed(storage, files[part], "n", [pa.Table.from_batches(batches)])
+        return folded.to_batches()
+
+    return groups_writer(addresses, storage, lambda _: f"{prefix}refs/addresses", "part", prepare)
 
 
 def build_clean(
@@ -246,7 +335,6 @@ def build_clean(
         ranges.select("range_id", "min_path", "trees"),
         counted.select("address", "n").withColumn("part", part_column()),
         RefManifest(frozenset(trees), frozenset(active_trees), ()),
-        None,
         cached=[ranges, counted],
         named=counted.where(F.col("n") == 0).select("address", "path", "rank"),
     )
@@ -262,7 +350,7 @@ def build_incremental(
     trusted: Mapping[str, str] | None = None,
 ) -> RefSet:
     """The base run's set moved to now, reading only the trees and ranges that changed (its
-    `addresses` are the change, as layers of the parts it moved, `moved`). What it reads is named
+    `addresses` are the change, `delta`, written as layers of the parts it moves). What it reads is named
     (`named`): the addresses of ranges that left the active set, which is where new candidates of
     committed garbage come from."""
     from pyspark.sql import functions as F
@@ -302,46 +390,17 @@ def build_incremental(
         "rank",
     )
     read = entry_counts(spark, storage, changed, named=True, trusted=trusted).persist()
-    delta = (
-        read.where((F.col("n") != 0) | (F.col("fresh") > 0))
-        .select("address", F.col("n").alias("dn"))
-        .withColumn("part", part_column())
-    ).persist()
-    moved_parts = delta.groupBy("part").agg((F.min("dn") < 0).alias("fell")).collect()  # part names: a short list
-    touched = {r["part"] for r in moved_parts}
-    fold = layers_to_fold(base, touched)
+    delta = read.where((F.col("n") != 0) | (F.col("fresh") > 0)).select("address", F.col("n").alias("dn"))
     fell = delta.where(F.col("dn") < 0)
-    held = (
-        read_refs(spark, storage, base, base.part_files({r["part"] for r in moved_parts if r["fell"]}), ADDRESSES_DDL)
-        .join(fell.select("address"), "address", "left_semi")
-        .groupBy("address")
-        .agg(F.sum("n").alias("n0"))
-    )  # what those addresses had: their parts' layers
-    lost = fell.join(held, "address").where(F.col("n0") + F.col("dn") == 0).select("address")
-    in_fold = F.col("part").isin(sorted(fold))
-    folded = (
-        read_refs(spark, storage, base, base.part_files(fold), ADDRESSES_DDL)
-        .unionByName(delta.where(in_fold).select("address", F.col("dn").alias("n")))
-        .groupBy("address")
-        .agg(F.sum("n").alias("n"))
-        .withColumn("part", part_column())
-    )
-    layers = delta.where(~in_fold).select("address", F.col("dn").alias("n"), "part").unionByName(folded)
-    carried = {name: keys for name, keys in base.parts.items() if name not in fold}
+    lost = with_base_counts(fell, storage, base).where(F.col("n0") + F.col("dn") == 0).select("address")
     return RefSet(
         joined.select("range_id", "min_path", "trees"),
-        layers,
-        RefManifest(
-            frozenset(trees),
-            frozenset(active_trees),
-            (),
-            carried,
-            {key: base.digests[key] for keys in carried.values() for key in keys},
-        ),
-        touched,
+        delta.select("address", F.col("dn").alias("n"), part_column().alias("part")),
+        RefManifest(frozenset(trees), frozenset(active_trees), (), base.parts, base.digests),
         lost,
-        cached=[joined, read, delta],
+        cached=[joined, read],
         named=read.where(F.col("n") <= 0).select("address", "path", "rank"),
+        delta=delta,
     )
 
 
@@ -357,12 +416,26 @@ def persist(storage: Storage, prefix: str, refs: RefSet, before: Mapping[str, st
     were read from (`trust`: `before` are their facts before the run read any), then the manifest
     naming them all (last: a run killed before it leaves no manifest, and the next run goes
     clean). Returns the manifest and its SHA-256, for the run's metastore record."""
-    ranges_rows, parts_rows = write_together(  # one Spark job: one file per partition of ranges, files per part
+    ranges_rows, parts_rows = write_together(*refset_writers(storage, prefix, refs))
+    return finish_refset(storage, prefix, refs, ranges_rows, parts_rows, before)
+
+
+def refset_writers(storage: Storage, prefix: str, refs: RefSet) -> list[DataFrame]:
+    """What writes the set (run them with `write_together`, then `finish_refset`): the ranges, one
+    file per partition, and the address rows as layers of their parts."""
+    return [
         parquet_writer(refs.ranges, storage, f"{prefix}refs/ranges"),
-        groups_writer(refs.addresses, storage, lambda _: f"{prefix}refs/addresses", "part"),
-    )
+        layers_writer(refs.addresses, storage, prefix, refs.manifest),
+    ]
+
+
+def finish_refset(
+    storage: Storage, prefix: str, refs: RefSet, ranges_rows: list, parts_rows: list, before: Mapping[str, str]
+) -> tuple[RefManifest, str]:
+    """After `refset_writers` ran: the record of verified tree files, then the manifest (`persist`)."""
     ranges, by_part = written_parts(ranges_rows).parts, grouped_parts(parts_rows)
-    parts = dict(refs.manifest.parts)
+    fold = layers_to_fold(refs.manifest, set(by_part))  # folded by the writing tasks: their base files are not carried
+    parts = {name: keys for name, keys in refs.manifest.parts.items() if name not in fold}
     digests = {key: refs.manifest.digests[key] for keys in parts.values() for key in keys}
     for name, written in by_part.items():  # a new layer on top of what was carried, or the part anew
         parts[name] = (*parts.get(name, ()), *(part.key for part in written))
@@ -394,17 +467,6 @@ def _range_ids(storage: Storage, written: Sequence[Part]) -> list[str]:
             raise CorruptMetadata(f"reference set file {part.key} was changed as it was written")
         ids += pq.ParquetFile(pa.BufferReader(data)).read(columns=["range_id"]).column(0).to_pylist()
     return ids
-
-
-def read_addresses(spark: SparkSession, storage: Storage, manifest: RefManifest, slices: set[str]) -> DataFrame:
-    """ADDRESSES_DDL rows of the given slices (and the rest of their parts), layers summed."""
-    from pyspark.sql import functions as F
-
-    return (
-        read_refs(spark, storage, manifest, manifest.slice_files(slices), ADDRESSES_DDL)
-        .groupBy("address")
-        .agg(F.sum("n").alias("n"))
-    )
 
 
 def read_refs(
