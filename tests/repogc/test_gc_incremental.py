@@ -1062,6 +1062,24 @@ def test_a_manifest_naming_a_tree_the_repository_lacks_is_not_moved_forward():
     assert part_of("8204288042") == "d94957" and part_of("") == "s:" and part_of("x1") == "s:x1"
 
 
+def test_an_address_has_one_part_in_python_in_arrow_and_in_spark(spark):
+    """The driver (`part_of`), the tasks that look the base set up and fold it (`part_array`) and
+    Spark's grouping (`part_column`) must agree, or an address's rows would be looked for in a part
+    that does not hold them. A hostile folder of twenty digits is no slice of ours, nor a long."""
+    import pyarrow as pa
+
+    from lakegc.repogc.refset import part_array, part_column
+
+    names = ["8204288042", "0", "x1", "", "99999999999999999999", "123456789012345678", "٣٣"]
+    addresses = [f"data/{name}/object" if name else "root-object" for name in names]
+    python = [part_of(name) for name in names]
+    arrow = part_array(pa.array(addresses)).to_pylist()
+    df = spark.createDataFrame([(a,) for a in addresses], "address string")
+    in_spark = [row["part"] for row in df.select("address", part_column().alias("part")).collect()]
+    assert python == arrow == in_spark
+    assert python[4] == "s:99999999999999999999" and python[6] == "s:٣٣"
+
+
 @pytest.mark.parametrize("tamper", ["corrupt", "forged"])
 def test_a_changed_reference_set_file_fails_the_run_and_deletes_nothing(lakeside: Lakeside, clock: Clock, tamper):
     """The reference set decides what is referenced: a layer rewritten to say a live object is not

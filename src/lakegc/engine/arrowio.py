@@ -114,7 +114,7 @@ def written_parts(rows: list[Any], tally_keys: list[str] | None = None) -> Writt
     """The parts a `parquet_writer` stored, and their tallies summed."""
     parts = [Part(r["key"], r["rows"], r["sha256"], _tally_of(r["tally"])) for r in rows]
     tallies = [p.tally for p in parts if p.tally is not None]
-    return Written(parts, sum_tallies(tallies, tally_keys) if tally_keys and tallies else None)
+    return Written(parts, sum_tallies(tallies, tally_keys) if tally_keys is not None and tallies else None)
 
 
 def write_together(*writers: DataFrame) -> list[list[Any]]:

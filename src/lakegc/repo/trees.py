@@ -11,6 +11,7 @@ range once.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import io
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakegc.errors import CorruptMetadata, ObjectNotFound, first_line
+from lakegc.errors import CorruptMetadata, ObjectNotFound, PathEscapesNamespace, first_line
 from lakegc.repo.model import AddressKind, Change, Changes, ChangeType, Entry
 from lakegc.storage import Storage
 from lakegc.timeutil import as_utc
@@ -156,8 +157,14 @@ def read_metarange(storage: Storage, mid: str, trusted: str | None = None) -> pa
 
 
 def tree_facts(storage: Storage) -> dict[str, str]:
-    """Key -> facts (`Storage.facts`) of every tree file there is now: one listing per folder."""
-    return {**storage.facts(METARANGES_PREFIX), **storage.facts(RANGES_PREFIX)}
+    """Key -> facts (`Storage.facts`) of every tree file there is now: one listing per folder. A
+    tree folder reached through a symlink is not listed (lakegc lists nothing through one): its
+    files have no facts, so they are verified whenever they are read, as they always were."""
+    found: dict[str, str] = {}
+    for folder in (METARANGES_PREFIX, RANGES_PREFIX):
+        with contextlib.suppress(PathEscapesNamespace):
+            found.update(storage.facts(folder))
+    return found
 
 
 def _read_tree_bytes(storage: Storage, kind: str, key: str, trusted: str | None) -> tuple[bytes, bool]:

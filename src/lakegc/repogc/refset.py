@@ -53,6 +53,8 @@ _SLICE_OF_KEY_NAMED = r"^data/(?P<slice>[^/]+)/."  # the same, for Arrow's regex
 PART_SECONDS = 86_400  # the addresses of a day of slices share their files (slices are hourly at most)
 _FORMAT = 1
 MAX_LAYERS = 8  # files per part before they are folded into one
+_MAX_DIGITS = 18  # a slice name of more digits is no number of ours (nor fits a long): a part of its own
+_NUMBERED = rf"^[0-9]{{1,{_MAX_DIGITS}}}$"
 
 
 class StateUnusable(LakegcError):
@@ -119,19 +121,13 @@ class RefManifest:
             raise RecordUnusable("it kept no record of the tree files it verified")
         return read_record(storage, self.trust, self.digests[self.trust])
 
-    def part_files(self, parts: set[str]) -> list[str]:
-        return [key for part in sorted(parts) for key in self.parts.get(part, ())]
-
-    def slice_files(self, slices: set[str]) -> list[str]:
-        """The files holding the addresses of these slices (and of the others of their parts)."""
-        return self.part_files({part_of(name) for name in slices})
-
 
 def part_of(slice_name: str) -> str:
     """The part whose files hold a slice's addresses: its day for a slice named as lakegc names
     them (an inverted timestamp), else the name itself. Parts keep files few and large while a
     change still rewrites little: slices close within the hour, so new writes reach new parts."""
-    return f"d{int(slice_name) // PART_SECONDS}" if slice_name.isascii() and slice_name.isdigit() else f"s:{slice_name}"
+    numbered = slice_name.isascii() and slice_name.isdigit() and len(slice_name) <= _MAX_DIGITS
+    return f"d{int(slice_name) // PART_SECONDS}" if numbered else f"s:{slice_name}"
 
 
 @dataclass(frozen=True)
@@ -217,7 +213,7 @@ def part_column() -> object:
 
     name = F.regexp_extract("address", SLICE_OF_KEY, 1)
     return F.when(
-        name.rlike("^[0-9]+$"), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string"))
+        name.rlike(_NUMBERED), F.concat(F.lit("d"), F.floor(name.cast("long") / PART_SECONDS).cast("string"))
     ).otherwise(F.concat(F.lit("s:"), name))
 
 
@@ -226,7 +222,7 @@ def part_array(addresses: pa.Array) -> pa.Array:
     import pyarrow.compute as pc
 
     names = slice_of(addresses)
-    digits = pc.fill_null(pc.match_substring_regex(names, r"^[0-9]+$"), False)
+    digits = pc.fill_null(pc.match_substring_regex(names, _NUMBERED), False)
     days = pc.divide(pc.cast(pc.if_else(digits, names, "0"), pa.int64()), PART_SECONDS)  # integers: floored
     return pc.if_else(
         digits,
@@ -460,13 +456,7 @@ def finish_refset(
 def _range_ids(storage: Storage, written: Sequence[Part]) -> list[str]:
     """The range ids of the ranges table just written (a few thousand: one per distinct range),
     each file read back as its task wrote it."""
-    ids: list[str] = []
-    for part in written:
-        data = storage.read(part.key)
-        if hashlib.sha256(data).hexdigest() != part.sha256:
-            raise CorruptMetadata(f"reference set file {part.key} was changed as it was written")
-        ids += pq.ParquetFile(pa.BufferReader(data)).read(columns=["range_id"]).column(0).to_pylist()
-    return ids
+    return [rid for part in written for rid in _read_checked(storage, part.key, part.sha256)["range_id"].to_pylist()]
 
 
 def read_refs(
@@ -484,11 +474,6 @@ def read_refs(
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 key = files[index]
-                data = storage.read(key)
-                if hashlib.sha256(data).hexdigest() != digests[key]:
-                    raise CorruptMetadata(
-                        f"reference set file {key} was changed since its run wrote it: run `gc run --clean`"
-                    )
-                yield from pq.ParquetFile(pa.BufferReader(data)).read().to_batches(max_chunksize=65_536)
+                yield from _read_checked(storage, key, digests[key]).to_batches(max_chunksize=65_536)
 
     return work_items(spark, len(files), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
