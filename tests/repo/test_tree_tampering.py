@@ -365,6 +365,30 @@ def test_a_forged_record_of_verified_files_is_not_believed(lake, tmp_path, spark
     }
 
 
+def test_a_record_from_where_the_lake_was_before_trusts_nothing(lake, tmp_path, spark):
+    """A lake copied elsewhere after a run (as hard links here: the very same inodes, so every
+    fact is equal) keeps its runs' records, written at the old namespace URI. The next run there
+    stays incremental and trusts none of their files: it verifies every one (its phase says so),
+    and a range tampered with in the copy fails it, naming the range, with nothing deleted."""
+    _, trees, first = warm_twin(lake, tmp_path / "first")
+    recorded = pq.read_metadata(trees.ns / "_lakegc" / "gc" / first["run_id"] / "refs" / "trust.parquet").num_rows
+    for name in ("moved", "tampered"):
+        env = clone_lake(tmp_path / "first" / "home", trees.ns, tmp_path / name)
+        cli, moved = make_cli(env), replace(trees, ns=env.namespace())
+        if name == "moved":
+            result = cli("gc", "run", REPO, "--json")
+            assert (result.json()["mode"], result.json()["num_deleted"]) == ("incremental", 0)
+            assert f"; {recorded} tree files changed since verified" in result.stderr
+            continue
+        moved.unshare(RANGES_PREFIX + trees.r1)
+        named = range_swapped_in_by_rename(moved)
+        before = snapshot(moved.ns)
+        one_error(cli("gc", "run", REPO, "--json", ok=False), named, json_cmd=True)
+        assert {k: v for k, v in snapshot(moved.ns).items() if k.startswith("data/")} == {
+            k: v for k, v in before.items() if k.startswith("data/")
+        }
+
+
 def test_trusted_facts_are_believed_only_for_the_bytes_they_describe(lake, tmp_path):
     """The mechanism both ways: a file read with the facts it has now is not verified (so trust
     is real), and with any other facts it is (and a tampered one fails)."""

@@ -105,9 +105,10 @@ def name_tally(batch: pa.RecordBatch) -> pa.Table:
         pa.table({"kind": pa.repeat("commits", n), "name": batch.column("commit"), "branch": batch.column("branch")}),
     ]
     counted = [
-        t.append_column("count", pa.repeat(pa.scalar(1, pa.int64()), n)).append_column("bytes", size) for t in tables
+        kind.append_column("count", pa.repeat(pa.scalar(1, pa.int64()), n)).append_column("bytes", size)
+        for kind in tables
     ]
-    named = pa.concat_tables([t.cast(counted[0].schema) for t in counted])
+    named = pa.concat_tables([kind.cast(counted[0].schema) for kind in counted])
     return named.filter(pc.is_valid(named.column("name")))
 
 

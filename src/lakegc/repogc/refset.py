@@ -263,7 +263,9 @@ def _summed(storage: Storage, files: list[tuple[str, str]], name: str, more: lis
     if not tables:
         return pa.table({"address": pa.array([], pa.string()), name: pa.array([], pa.int64())})
     summed = (
-        pa.concat_tables([t.select(["address", "n"]) for t in tables]).group_by("address").aggregate([("n", "sum")])
+        pa.concat_tables([table.select(["address", "n"]) for table in tables])
+        .group_by("address")
+        .aggregate([("n", "sum")])
     )
     return summed.select(["address", "n_sum"]).rename_columns(["address", name])
 

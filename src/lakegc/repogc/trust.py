@@ -78,8 +78,9 @@ def write_record(storage: Storage, key: str, record: Mapping[str, str | None]) -
 
 
 def read_record(storage: Storage, key: str, sha256: str) -> TrustRecord:
-    """The record at `key`, when it is the one its manifest names (`sha256`) and this namespace's;
-    else RecordUnusable."""
+    """The record at `key`, when it is the one its manifest names (`sha256`); else RecordUnusable.
+    A record written at another namespace URI (a lake copied or moved since) names the same files
+    and trusts none of them: each is verified again."""
     try:
         data = storage.read(key)
     except (LakegcError, OSError) as exc:
@@ -92,8 +93,8 @@ def read_record(storage: Storage, key: str, sha256: str) -> TrustRecord:
         facts = dict(zip(table.column("key").to_pylist(), table.column("facts").to_pylist()))
     except (pa.ArrowException, KeyError, ValueError) as exc:
         raise RecordUnusable(f"its record of verified tree files is unreadable ({exc})") from None
-    if namespace != storage.uri:
-        raise RecordUnusable(f"its record of verified tree files is of another namespace ({namespace or 'none'})")
+    if namespace != storage.uri:  # the namespace was copied or moved: the same files, none of them trusted
+        return TrustRecord(dict.fromkeys(facts), storage.uri)
     return TrustRecord(facts, namespace)
 
 
