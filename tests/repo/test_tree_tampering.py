@@ -50,6 +50,7 @@ from lakegc.repo.trees import (
     verify_range,
 )
 from lakegc.storage import open_storage
+from lakegc.storage.local import file_facts
 from lakegc.timeutil import utcnow
 
 REPO = "lakegc://repo"
@@ -346,8 +347,7 @@ def test_a_forged_record_of_verified_files_is_not_believed(lake, tmp_path, spark
     named = range_swapped_in_by_rename(trees)
     refs = trees.ns / "_lakegc" / "gc" / first["run_id"] / "refs"
     record = pq.read_table(refs / "trust.parquet")
-    st = (trees.ns / named).stat()
-    facts = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
+    facts = file_facts((trees.ns / named).stat())
     keys = record.column("key").to_pylist()
     forged = record.set_column(
         1, "facts", pa.array([facts if k == named else f for k, f in zip(keys, record.column("facts").to_pylist())])

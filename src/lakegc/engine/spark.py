@@ -139,8 +139,8 @@ def _prepare(master: str | None, conf: dict[str, str]) -> _Launch:
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
-        # Adaptive execution runs every shuffle stage of a query as a Spark job of its own (a run
-        # was 24 jobs, 7 without it) and re-plans between them; lakegc's plans size their own
+        # Adaptive execution runs every shuffle stage of a query as a Spark job of its own (a clean
+        # run was 24 jobs with it, 7 without) and re-plans between them; lakegc's plans size their own
         # shuffles (`spark.sql.shuffle.partitions`, `work_items`), so they are planned once.
         "spark.sql.adaptive.enabled": "false",
         # Address sets never go through the driver: a broadcast join would collect one there.

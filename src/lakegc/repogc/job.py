@@ -209,7 +209,7 @@ def _trusting(chosen: Plan, source: GcSource, runs: list[Run]) -> Plan:
         return chosen
     try:
         trust = load_manifest(source.storage, run_prefix(last.run_id), last.refs_sha256).trust_record(source.storage)
-    except (StateUnusable, RecordUnusable, LakegcError, ValueError):
+    except (LakegcError, ValueError):  # StateUnusable, RecordUnusable, a store that fails: verify everything
         return chosen
     return replace(chosen, trust=trust)
 

@@ -199,37 +199,44 @@ def mark(
 
 
 _TALLY_KEYS = [*CANDIDATE_TALLY_KEYS, "kind", "name", "branch"]
+_TALLY = pa.schema(
+    [
+        ("bucket", pa.int64()),
+        ("reason", pa.string()),
+        ("kind", pa.string()),
+        ("name", pa.string()),
+        ("branch", pa.string()),
+        ("count", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
+)
 
 
 def _tally(now: datetime) -> Callable[[pa.RecordBatch], pa.Table]:
     """What a batch of candidates adds to the run's record: by slice age and reason
-    (`candidate_tally`: kind null) and by name for the top lists (`name_tally`)."""
+    (`candidate_tally`: kind null), by name for the top lists (`name_tally`) and, in an
+    incremental run, the objects it looked up again (kind `rechecked`)."""
     by_age = candidate_tally(now)
 
     def tally(batch: pa.RecordBatch) -> pa.Table:
-        rechecked = None
+        tables = []
         if "young" in batch.schema.names:  # an incremental run's: objects looked up, young ones not candidates
             looked = pc.sum(batch.column("rechecked").cast(pa.int64())).as_py() or 0
-            rechecked = pa.table(
-                {"kind": ["rechecked"], "count": pa.array([looked], pa.int64()), "bytes": pa.array([0], pa.int64())}
-            )
+            tables.append(pa.table({"kind": ["rechecked"], "count": [looked], "bytes": [0]}))
             batch = _stored(batch)
-        ages, names = by_age(batch), name_tally(batch)
-        ages = ages.append_column("kind", pa.nulls(ages.num_rows, pa.string()))
-        ages = ages.append_column("name", pa.nulls(ages.num_rows, pa.string()))
-        ages = ages.append_column("branch", pa.nulls(ages.num_rows, pa.string()))
-        names = names.append_column("bucket", pa.nulls(names.num_rows, pa.int64()))
-        names = names.append_column("reason", pa.nulls(names.num_rows, pa.string()))
-        columns = [*_TALLY_KEYS, "count", "bytes"]
-        schema = ages.select(columns).schema
-        tables = [ages.select(columns), names.select(columns).cast(schema)]
-        if rechecked is not None:
-            for name in ("bucket", "reason", "name", "branch"):
-                rechecked = rechecked.append_column(schema.field(name), pa.nulls(1, schema.field(name).type))
-            tables.append(rechecked.select(columns).cast(schema))
-        return pa.concat_tables(tables)
+        tables += [by_age(batch), name_tally(batch)]
+        return pa.concat_tables([_conformed(table) for table in tables])
 
     return tally
+
+
+def _conformed(table: pa.Table) -> pa.Table:
+    """`table` with the columns of `_TALLY`, those it lacks null."""
+    n = table.num_rows
+    return pa.table(
+        [table[f.name].cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type) for f in _TALLY],
+        schema=_TALLY,
+    )
 
 
 def _stored(batch: pa.RecordBatch) -> pa.RecordBatch:

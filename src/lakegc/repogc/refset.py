@@ -115,6 +115,10 @@ class RefManifest:
             *([self.trust] if self.trust else []),
         ]
 
+    def layer_files(self) -> dict[str, list[tuple[str, str]]]:
+        """Part -> its files with their digests, for the tasks that read a part's layers."""
+        return {part: [(key, self.digests[key]) for key in keys] for part, keys in self.parts.items()}
+
     def trust_record(self, storage: Storage) -> TrustRecord:
         """The run's record of verified tree files; RecordUnusable when there is none to believe."""
         if self.trust is None:
@@ -235,7 +239,7 @@ def with_base_counts(rows: DataFrame, storage: Storage, base: RefManifest) -> Da
     """`rows` (with `address`) and `n0`, the address's n in the base set (null: no row there).
     Rows are grouped by part; each task reads the files of the parts its rows lie in (each checked
     against its digest) and nothing else: what a run reads of the base set follows its change."""
-    files = {part: [(key, base.digests[key]) for key in keys] for part, keys in base.parts.items()}
+    files = base.layer_files()
     columns = rows.columns
     schema = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in rows.schema.fields) + ", n0 long"
 
@@ -282,7 +286,7 @@ def layers_writer(addresses: DataFrame, storage: Storage, prefix: str, base: Ref
     the part's files in `base`; a part that would then have more than MAX_LAYERS files is folded
     into one file instead (its base files read and summed in the same task: `layers_to_fold`
     decides, as the driver does when it writes the manifest)."""
-    files = {part: [(key, base.digests[key]) for key in keys] for part, keys in base.parts.items()}
+    files = base.layer_files()
 
     def prepare(part: str, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
         if len(files.get(part, ())) + 1 <= MAX_LAYERS:
