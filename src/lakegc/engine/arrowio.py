@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def read_parquet(spark: SparkSession, storage: Storage, keys: list[str], schema: str) -> DataFrame:
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
-    from lakegc.engine.spark import work_items
+    from lakegc.engine.spark import parallelism, work_items
 
     columns = [column.split()[0] for column in schema.split(",")]  # files may hold more (named candidates)
 
@@ -35,7 +35,7 @@ def read_parquet(spark: SparkSession, storage: Storage, keys: list[str], schema:
             for index in batch.column(0).to_pylist():
                 yield from read_table(storage, keys[index], columns).to_batches(max_chunksize=65_536)
 
-    return work_items(spark, len(keys), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
+    return work_items(spark, len(keys), parallelism(spark) * 2).mapInArrow(read, schema)
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,9 @@ def groups_writer(
             rows = prepare(value, parts) if prepare is not None else parts
             yield _part_row(value, _store(storage, key, rows, schema=None), None)  # type: ignore[arg-type]
 
-    tasks = df.sparkSession.sparkContext.defaultParallelism * 2
+    from lakegc.engine.spark import parallelism
+
+    tasks = parallelism(df.sparkSession) * 2
     return df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA))
 
 

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakegc.engine.arrowio import store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
+from lakegc.engine.spark import parallelism
 from lakegc.errors import InvalidArgument
 from lakegc.storage import Storage
 
@@ -123,7 +124,11 @@ def _by_folder(spark: SparkSession, to_delete: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     folder = F.regexp_extract("address", r"^(.*)/", 1)
-    return to_delete.repartition(spark.sparkContext.defaultParallelism * 2, folder).sortWithinPartitions("address")
+    return to_delete.repartition(_folder_tasks(spark), folder).sortWithinPartitions("address")
+
+
+def _folder_tasks(spark: SparkSession) -> int:
+    return parallelism(spark) * 2
 
 
 def _paced(spark: SparkSession, to_delete: DataFrame, how: Pacing, max_deletes: int | None) -> tuple[DataFrame, Pacing]:
@@ -131,8 +136,8 @@ def _paced(spark: SparkSession, to_delete: DataFrame, how: Pacing, max_deletes: 
     each partition's quota of it."""
     by_folder = _by_folder(spark, to_delete)
     if max_deletes is not None:
-        how = replace(how, quotas=_quotas(by_folder, max_deletes))
-    return by_folder, replace(how, tasks=max(1, spark.sparkContext.defaultParallelism))
+        how = replace(how, quotas=_quotas(by_folder, _folder_tasks(spark), max_deletes))
+    return by_folder, replace(how, tasks=parallelism(spark))
 
 
 _SWEPT = pa.schema(
@@ -191,11 +196,15 @@ def delete_recorded(
     )
 
 
-def _quotas(by_folder: DataFrame, budget: int) -> tuple[int, ...]:
-    """`budget` objects shared out over the partitions of `by_folder`, in partition order (one
+def _quotas(by_folder: DataFrame, partitions: int, budget: int) -> tuple[int, ...]:
+    """`budget` objects shared out over the `partitions` partitions of `by_folder`, in order (one
     small job counts each partition; the partitioning is a hash of the folder, so the delete job
     that follows sees the same partitions)."""
-    sizes = by_folder.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    from pyspark.sql import functions as F
+
+    counted = by_folder.groupBy(F.spark_partition_id().alias("part")).count().collect()
+    size_of = {row["part"]: row["count"] for row in counted}  # an empty partition has no row
+    sizes = [size_of.get(part, 0) for part in range(partitions)]
     quotas = []
     for size in sizes:
         quotas.append(min(size, budget))

@@ -37,7 +37,7 @@ class Folder:
 def list_folders(spark: SparkSession, storage: Storage, folders: list[Folder], older_than: datetime) -> DataFrame:
     """LISTING rows for the objects of `folders`, each folder listed by one task on the executors;
     `young` marks those modified at or after `older_than`."""
-    from lakegc.engine.spark import work_items
+    from lakegc.engine.spark import parallelism, work_items
 
     cutoff = older_than
 
@@ -48,7 +48,7 @@ def list_folders(spark: SparkSession, storage: Storage, folders: list[Folder], o
                 for found in storage.list_batches(folder.prefix, recursive=folder.recursive):
                     yield listing_rows(found, pa.repeat(pa.scalar(folder.slice, pa.string()), found.num_rows), cutoff)
 
-    tasks = spark.sparkContext.defaultParallelism * 4
+    tasks = parallelism(spark) * 4
     return work_items(spark, len(folders), tasks).mapInArrow(list_tasks, ddl(LISTING))
 
 

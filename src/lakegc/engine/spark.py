@@ -121,6 +121,18 @@ def jobs_started(spark: SparkSession) -> Callable[[], int | None]:
     return count
 
 
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks the session's executors run at once, which every task count lakegc picks is a
+    multiple of. In one place because a Spark Connect session has no SparkContext to ask: there it
+    is the engine's `spark.default.parallelism`, or half its shuffle partitions (lakegc's own
+    sessions set those to twice the cores)."""
+    try:
+        return spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 - no SparkContext in this session: ask its settings
+        given = spark.conf.get("spark.default.parallelism", None)
+        return int(given) if given else max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 2) // 2)
+
+
 def work_items(spark: SparkSession, count: int, tasks: int) -> DataFrame:
     """Rows 0..count-1 (column `id`) spread over at most `tasks` tasks, for work a task's function
     looks up by index in a list it carries (folders to list, files to read). Not `createDataFrame`

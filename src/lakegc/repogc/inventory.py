@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.engine.columns import LISTING, ddl
-from lakegc.engine.spark import work_items
+from lakegc.engine.spark import parallelism, work_items
 from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.repo.slices import SliceWindow, slice_created
 from lakegc.repogc.inventory_format import Format, Inventory, open_data_file, read_objects
@@ -207,9 +207,7 @@ def inventory_listing(
     bucket, prefix = (storage.bucket, storage.prefix) if isinstance(storage, S3Storage) else ("", "")
     seen = spark.sparkContext.accumulator(0)
     reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
-    from_inventory = work_items(spark, len(manifest.files), spark.sparkContext.defaultParallelism * 2).mapInArrow(
-        reader, ddl(LISTING)
-    )
+    from_inventory = work_items(spark, len(manifest.files), parallelism(spark) * 2).mapInArrow(reader, ddl(LISTING))
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
     rows.count()
     if not seen.value:

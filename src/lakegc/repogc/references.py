@@ -63,7 +63,7 @@ def weighted_ranges(
     has its facts in `trusted` (tree-file key -> facts, `repogc.trust`) is not verified again."""
     from pyspark.sql import functions as F
 
-    from lakegc.engine.spark import work_items
+    from lakegc.engine.spark import parallelism, work_items
 
     rows = sorted(trees.items())
     facts = [(trusted or {}).get(METARANGES_PREFIX + mid) for mid, _ in rows]
@@ -91,7 +91,7 @@ def weighted_ranges(
 
     schema = "range_id string, min_path string, " + ", ".join(f"{name} long" for name in columns)
     return (
-        work_items(spark, len(rows), spark.sparkContext.defaultParallelism * 4)
+        work_items(spark, len(rows), parallelism(spark) * 4)
         .mapInArrow(read_metaranges, schema)
         .groupBy("range_id", "min_path")
         .agg(*(getattr(F, how)(name).alias(name) for name, how in aggregations))
@@ -128,6 +128,8 @@ def entry_counts(
     has its facts in `trusted` (`weighted_ranges`) is read without being verified again, and only
     the columns used."""
     from pyspark.sql import functions as F
+
+    from lakegc.engine.spark import parallelism
 
     namespace = storage.uri
     weight_column = "weights" if paths is not None else "weight"
@@ -172,7 +174,7 @@ def entry_counts(
             F.col("fresh").cast("long"),
             *([F.col("rank").cast("long")] if named else []),
         )
-        .repartition(spark.sparkContext.defaultParallelism * 4, "min_path")
+        .repartition(parallelism(spark) * 4, "min_path")
         .sortWithinPartitions("min_path")
         .mapInArrow(read_ranges, COUNTS_DDL + (", rank long, path string" if named else ""))
         .groupBy("address")

@@ -255,7 +255,9 @@ def with_base_counts(rows: DataFrame, storage: Storage, base: RefManifest) -> Da
                 chosen = pa.Table.from_batches([batch.filter(pc.equal(parts, part))])
                 yield from chosen.join(counts, "address", join_type="left outer").select([*columns, "n0"]).to_batches()
 
-    tasks = rows.sparkSession.sparkContext.defaultParallelism * 2
+    from lakegc.engine.spark import parallelism
+
+    tasks = parallelism(rows.sparkSession) * 2
     grouped = rows.withColumn("_part", part_column()).repartition(tasks, "_part").sortWithinPartitions("_part")
     return grouped.drop("_part").mapInArrow(look, schema)
 
@@ -471,7 +473,7 @@ def read_refs(
     """Files of a reference set, each checked against its digest in the manifest as it is read on
     an executor: a file changed since it was written fails the run (CorruptMetadata), before
     anything is deleted."""
-    from lakegc.engine.spark import work_items
+    from lakegc.engine.spark import parallelism, work_items
 
     digests = {key: manifest.digests[key] for key in keys}
     files = sorted(digests)
@@ -482,4 +484,4 @@ def read_refs(
                 key = files[index]
                 yield from _read_checked(storage, key, digests[key]).to_batches(max_chunksize=65_536)
 
-    return work_items(spark, len(files), spark.sparkContext.defaultParallelism * 2).mapInArrow(read, schema)
+    return work_items(spark, len(files), parallelism(spark) * 2).mapInArrow(read, schema)

@@ -87,7 +87,7 @@ def read_actions(
     `vectors_only`, only the add and remove actions that carry a deletion vector (a second, cheap
     read: checkpoints are read for their deletion-vector column first, and rows without one are
     never built)."""
-    from lakegc.engine.spark import work_items
+    from lakegc.engine.spark import parallelism, work_items
 
     reads = plan_reads(storage, seg)
 
@@ -99,7 +99,7 @@ def read_actions(
                 for found in file_actions(storage, reads[index], roots, vectors_only):
                     yield found.filter(pc.not_equal(found.column("dv_id"), "")) if vectors_only else found
 
-    tasks = spark.sparkContext.defaultParallelism * 4
+    tasks = parallelism(spark) * 4
     return work_items(spark, len(reads), tasks).mapInArrow(run, ACTIONS_DDL)
 
 

@@ -121,7 +121,9 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
         for s in t.metadata.snapshots
         if s.snapshot_id in t.retained and s.manifest_list
     ]
-    parallelism = spark.sparkContext.defaultParallelism
+    from lakegc.engine.spark import parallelism as spark_parallelism
+
+    parallelism = spark_parallelism(spark)
 
     def read_lists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyiceberg.manifest import read_manifest_list
