@@ -124,13 +124,28 @@ def jobs_started(spark: SparkSession) -> Callable[[], int | None]:
 def parallelism(spark: SparkSession) -> int:
     """How many tasks the session's executors run at once, which every task count lakegc picks is a
     multiple of. In one place because a Spark Connect session has no SparkContext to ask: there it
-    is the engine's `spark.default.parallelism`, or half its shuffle partitions (lakegc's own
-    sessions set those to twice the cores)."""
+    is the engine's `spark.default.parallelism` if set, else the cores of a local master, else half
+    its shuffle partitions (lakegc's own sessions set those to twice the cores)."""
     try:
         return spark.sparkContext.defaultParallelism
     except Exception:  # noqa: BLE001 - no SparkContext in this session: ask its settings
         given = spark.conf.get("spark.default.parallelism", None)
-        return int(given) if given else max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 2) // 2)
+        if given:
+            return int(given)
+        local = local_cores(spark.conf.get("spark.master", None) or "")
+        return local or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 2) // 2)
+
+
+def local_cores(master: str) -> int | None:
+    """The task slots of a local master URL (`local`, `local[4]`, `local[*]`, `local[4,2]` with
+    retries); None for any other master, whose executors only the cluster knows."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master.strip())
+    if found is None:
+        return None
+    slots = found.group(1)
+    if slots is None:
+        return 1
+    return (os.cpu_count() or 1) if slots == "*" else max(1, int(slots))
 
 
 def work_items(spark: SparkSession, count: int, tasks: int) -> DataFrame:
