@@ -31,7 +31,7 @@ import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -145,8 +145,9 @@ def _epoch_us(when: datetime) -> int:
 @dataclass(frozen=True)
 class _Reader:
     """One `mapInArrow` task over the inventory's data files (by index, see `spark.work_items`):
-    their rows the namespace may take, as listing rows; `seen` counts the files that list the
-    namespace's marker as it is."""
+    their rows the namespace may take, as listing rows, and after each file that lists the
+    namespace's marker as it is, one `_SEEN` row saying so (tasks have no other way to tell the
+    driver something on Spark Connect, where there are no accumulators)."""
 
     inventory: Inventory
     bucket: str
@@ -155,7 +156,6 @@ class _Reader:
     cutoff: datetime
     marker: ObjectInfo
     s3: S3Settings
-    seen: Any  # a Spark accumulator
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         covered = pa.array(self.covered, pa.string())
@@ -168,7 +168,8 @@ class _Reader:
                     kept = keep_rows(raw, self.bucket, self.prefix, covered, self.cutoff)
                     if kept.num_rows:
                         yield kept
-                self.seen.add(int(found))
+                if found:
+                    yield _seen_row(self.cutoff)
 
     def _rows(self, location: str) -> Iterator[pa.RecordBatch]:
         fmt = self.inventory.format
@@ -185,7 +186,29 @@ class _Reader:
             ) from None
 
 
+def _seen_row(cutoff: datetime) -> pa.RecordBatch:
+    """The row a task adds for a data file listing the marker: its slice no slice can be named (a
+    slice is one folder), and young, so nothing would ever count it as a candidate."""
+    return pa.RecordBatch.from_pylist(
+        [{"address": MARKER, "size": 0, "mtime": cutoff, "slice": _SEEN, "young": True}], schema=LISTING
+    )
+
+
+_SEEN = "/marker seen"
+
+
 # -- the listing, and the look-up of what it suggested ---------------------------------------------------
+@dataclass(frozen=True)
+class Listing:
+    """A run's listing, persisted: `rows` (`columns.LISTING`) to read, `cached` to unpersist when
+    the run is done, and the slices an inventory stood for (their candidates go through
+    `confirm_present`)."""
+
+    rows: DataFrame
+    cached: DataFrame
+    from_inventory: list[str]
+
+
 def inventory_listing(
     spark: SparkSession,
     storage: Storage,
@@ -193,11 +216,10 @@ def inventory_listing(
     slice_names: list[str],
     windows: dict[str, SliceWindow],
     older_than: datetime,
-) -> tuple[DataFrame, list[str]]:
+) -> Listing:
     """LISTING rows for `slice_names` and the root: the slices `must_list` names and the root
     listed directly, the others read from the inventory's data files (one task per file). Returns
-    the rows, persisted (read once here to check the inventory is this namespace's), and the slices
-    listed directly."""
+    the listing, read once here to check the inventory is this namespace's."""
     direct = must_list(slice_names, windows, manifest.created)
     covered = tuple(name for name in slice_names if name not in set(direct))
     # a listing gives the marker's date to the millisecond at least, where an S3 HEAD gives seconds
@@ -205,18 +227,19 @@ def inventory_listing(
     if marker is None:
         raise InvalidArgument(f"namespace {storage.uri} has no {MARKER}")
     bucket, prefix = (storage.bucket, storage.prefix) if isinstance(storage, S3Storage) else ("", "")
-    seen = spark.sparkContext.accumulator(0)
-    reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env(), seen)
+    from pyspark.sql import functions as F
+
+    reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env())
     from_inventory = work_items(spark, len(manifest.files), parallelism(spark) * 2).mapInArrow(reader, ddl(LISTING))
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
-    rows.count()
-    if not seen.value:
+    said = F.col("slice").eqNullSafe(_SEEN)
+    if not rows.where(said).count():  # reads every row, so the listing is cached whole
         rows.unpersist()
         raise InvalidArgument(
             f"inventory {manifest.manifest} does not list {prefix}{MARKER} as it is in namespace "
             f"{storage.uri}: it is not an inventory of this namespace (or not of all of it)"
         )
-    return rows, direct
+    return Listing(rows.where(~said), rows, [name for name in slice_names if name not in set(direct)])
 
 
 def namespace_listing(
@@ -226,13 +249,12 @@ def namespace_listing(
     windows: dict[str, SliceWindow],
     older_than: datetime,
     inventory: Inventory | None,
-) -> tuple[DataFrame, list[str]]:
-    """A run's listing (see `listing.list_namespace`), from `inventory` when there is one; and the
-    slices the inventory stood for (their candidates go through `confirm_present`)."""
+) -> Listing:
+    """A run's listing (see `listing.list_namespace`), from `inventory` when there is one."""
     if inventory is None:
-        return list_namespace(spark, storage, slice_names, older_than), []
-    rows, direct = inventory_listing(spark, storage, inventory, slice_names, windows, older_than)
-    return rows, [name for name in slice_names if name not in set(direct)]
+        rows = list_namespace(spark, storage, slice_names, older_than).persist()
+        return Listing(rows, rows, [])
+    return inventory_listing(spark, storage, inventory, slice_names, windows, older_than)
 
 
 def confirm_present(storage: Storage, candidates: DataFrame, from_inventory: list[str], cutoff: datetime) -> DataFrame:

@@ -109,8 +109,8 @@ def mark(
     slice_names = slices(storage)
     to_list = [name for name in slice_names if name not in plan.settled]
     phase("listing the namespace", f"{len(to_list)} of {len(slice_names)} slices + root")
-    listing, from_inventory = namespace_listing(spark, storage, to_list, windows, cutoff, inventory)
-    listing = listing.persist()
+    listed_now = namespace_listing(spark, storage, to_list, windows, cutoff, inventory)
+    listing, from_inventory = listed_now.rows, listed_now.from_inventory
     listed = listing_tally(listing, now)  # listed first: the order below keeps concurrent writes safe
 
     phase("snapshotting uncommitted references", f"{listed.judged} objects older than min-age")
@@ -179,7 +179,7 @@ def mark(
     counts = counts_of(ages)
     created = {c: node.created.isoformat() for c, node in graph.commits.items()}
     top = top_from_tally(names, created) if counts.total else {}
-    for df in [listing, *refs.cached]:
+    for df in [listed_now.cached, *refs.cached]:
         df.unpersist()
     return MarkResult(
         listed.listed,

@@ -116,8 +116,8 @@ def retention_curve(
     order = sorted(range(len(retentions)), key=lambda i: retentions[i][1])  # level k: the k-th shortest
     names = slices(storage)
     phase("listing the namespace", f"{len(names)} slices + root")
-    listing, _ = namespace_listing(spark, storage, names, source.slice_windows(), cutoff, None)
-    listing = listing.persist()
+    found = namespace_listing(spark, storage, names, source.slice_windows(), cutoff, None)
+    listing = found.rows
     scratch = f"{SCRATCH_PREFIX}{secrets.token_hex(8)}/uncommitted.parquet"
     try:
         phase("snapshotting uncommitted references")
@@ -145,7 +145,7 @@ def retention_curve(
         )
         tally = listing.groupBy("young").count().collect()
     finally:
-        listing.unpersist()
+        found.cached.unpersist()
         storage.delete_many([scratch])
     points: list[CurvePoint | None] = [None] * len(retentions)
     for k, i in enumerate(order):  # a candidate at the k-th shortest retention: not kept before level k + 1
