@@ -88,3 +88,17 @@ def test_no_docstring_or_document_sends_a_reader_outside_the_repository():
         if OUTSIDE.search(line)
     ]
     assert hits == []
+
+
+def test_the_pipeline_is_dataframes_only():
+    """Spark Connect sessions have no SparkContext, RDDs, accumulators or broadcasts: the code runs
+    on Connect only if it names none of them (`engine.spark.classic_context` is the one way to the
+    few things only a classic engine has: job counts, the log level, the JVM it started)."""
+    banned = re.compile(r"\bsparkContext\b|\.rdd\b|\.accumulator\(|\.broadcast\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if banned.search(line)
+    ]
+    assert not found, "\n".join(found)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from lakegc.engine import classdata
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
 _LOG4J = Path(__file__).with_name("sparkconf") / "log4j2.properties"  # Spark's own logs quiet
@@ -110,10 +111,10 @@ def jobs_started(spark: SparkSession) -> Callable[[], int | None]:
     """A count of the Spark jobs the session has started so far: its status tracker's newest job
     id plus one (ids are sequential; no listener needed). Counts None where there is no tracker
     (a Spark Connect session)."""
-    try:
-        tracker = spark.sparkContext.statusTracker()
-    except Exception:  # noqa: BLE001 - no SparkContext here: jobs are not counted
+    context = classic_context(spark)
+    if context is None:
         return lambda: None
+    tracker = context.statusTracker()
 
     def count() -> int | None:
         return max(tracker.getJobIdsForGroup(None), default=-1) + 1
@@ -126,14 +127,21 @@ def parallelism(spark: SparkSession) -> int:
     multiple of. In one place because a Spark Connect session has no SparkContext to ask: there it
     is the engine's `spark.default.parallelism` if set, else the cores of a local master, else half
     its shuffle partitions (lakegc's own sessions set those to twice the cores)."""
-    try:
-        return spark.sparkContext.defaultParallelism
-    except Exception:  # noqa: BLE001 - no SparkContext in this session: ask its settings
-        given = spark.conf.get("spark.default.parallelism", None)
-        if given:
-            return int(given)
-        local = local_cores(spark.conf.get("spark.master", None) or "")
-        return local or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 2) // 2)
+    context = classic_context(spark)
+    if context is not None:
+        return context.defaultParallelism
+    given = spark.conf.get("spark.default.parallelism", None)
+    if given:
+        return int(given)
+    local = local_cores(spark.conf.get("spark.master", None) or "")
+    return local or max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 2) // 2)
+
+
+def classic_context(spark: SparkSession) -> SparkContext | None:
+    """The SparkContext of a classic session, for the little only a classic engine has (its job
+    counts, its log level, the JVM it started); None for a Spark Connect session. The pipeline
+    itself never needs one: it is DataFrames and `mapInArrow` only, so it runs on either."""
+    return getattr(spark, "_sc", None)
 
 
 def local_cores(master: str) -> int | None:
@@ -277,9 +285,11 @@ def _build(launch: _Launch) -> SparkSession:
         builder = builder.config(key, value)
     with _filtered_jvm_stderr():
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    context = classic_context(spark)  # this builder made a classic session: it has one
+    assert context is not None
+    context.setLogLevel("ERROR")
     if _recording is not None and not _recording.java:  # what checking the archive takes, from the JVM itself
-        system = spark.sparkContext._jvm.System  # type: ignore[union-attr]
+        system = context._jvm.System  # type: ignore[union-attr]
         _recording.java = os.path.join(system.getProperty("java.home"), "bin", "java")
         _recording.classpath = system.getProperty("java.class.path")
     return spark
@@ -357,10 +367,10 @@ def _finish(recording: _Recording) -> None:
 
 def _cancel_jobs_on_interrupt(spark: SparkSession) -> None:
     """What PySpark does for a session made in the main thread, and skips for one made elsewhere:
-    Ctrl-C cancels the running Spark jobs before it interrupts the caller."""
+    Ctrl-C cancels the running Spark jobs before it interrupts the caller (on Spark Connect too)."""
 
     def interrupted(*_: object) -> None:
-        spark.sparkContext.cancelAllJobs()
+        spark.interruptAll()
         raise KeyboardInterrupt()
 
     signal.signal(signal.SIGINT, interrupted)
