@@ -13,8 +13,9 @@
     [gc]
     min_age = "24h"                           # gc run's default --min-age
 
-What a flag says wins over the environment (`LAKEGC_METASTORE`, `LAKEGC_SPARK_MASTER`,
-`LAKEGC_RUNS`, `LAKEGC_MIN_AGE`), which wins over the file, which wins over lakegc's defaults.
+What a flag says wins over the environment (`LAKEGC_METASTORE`, `LAKEGC_SPARK_MASTER` or
+`LAKEGC_REMOTE`, a Spark Connect server, which wins over it; `LAKEGC_RUNS`, `LAKEGC_MIN_AGE`),
+which wins over the file, which wins over lakegc's defaults.
 `--conf KEY=VALUE` adds to (and for the same key replaces) the file's Spark conf. A file that is
 not valid TOML, or that names a key lakegc does not know (a typo would otherwise go unnoticed), is
 refused with one `error:` line naming it.
@@ -79,7 +80,11 @@ def config_path() -> Path:
 
 def load_settings() -> Settings:
     """The file's settings (none when there is no file) with the environment's on top."""
-    return _load(str(config_path()), *(os.environ.get(name) for name in _ENV))
+    metastore, master, runs, min_age = (os.environ.get(name) for name in _ENV)
+    remote = os.environ.get("LAKEGC_REMOTE")  # a Spark Connect server: sc://HOST:PORT
+    if remote and not remote.startswith("sc://"):
+        raise InvalidArgument(f"LAKEGC_REMOTE={remote!r}: a Spark Connect address is sc://HOST:PORT")
+    return _load(str(config_path()), metastore, remote or master, runs, min_age)
 
 
 _ENV = ("LAKEGC_METASTORE", "LAKEGC_SPARK_MASTER", "LAKEGC_RUNS", "LAKEGC_MIN_AGE")
