@@ -28,14 +28,14 @@ from lakegc.engine import warm
 USING = "using the warm engine at sc://127.0.0.1:"
 
 
-def lakegc(env: Env, *args: str, timeout: float = 600) -> CliResult:
-    """`lakegc ARGS` as its own process, as users and scripts run it."""
+def lakegc(env: Env, *args: str, timeout: float = 600, home: Path | None = None) -> CliResult:
+    """`lakegc ARGS` as its own process, as users and scripts run it (with another `LAKEGC_HOME`)."""
     proc = subprocess.run(
         [sys.executable, "-m", "lakegc", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **env.environ()},
+        env={**os.environ, **env.environ(), **({"LAKEGC_HOME": str(home)} if home else {})},
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
@@ -50,6 +50,11 @@ class Runs:
     own_stderr: str
     status: dict
     address: str
+    record: Path
+    record_mode: int
+    engine_command_line: bytes
+    stranger: CliResult
+    outputs: str
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +73,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     try:
         own = lakegc(twins["own"], "gc", "run", REPO, "--json")
         by_engine = lakegc(twins["engine"], "gc", "run", REPO, "--json")
-        by_remote = lakegc(twins["remote"], "gc", "run", REPO, "--remote", address, "--json")
+        # the same user with the engine's LAKEGC_HOME, another metastore: the record holds the token
+        by_remote = lakegc(twins["remote"], "gc", "run", REPO, "--remote", address, "--json", home=twins["engine"].home)
         status = lakegc(twins["engine"], "engine", "status", "--json")
+        record = twins["engine"].home / warm.RECORD
+        pid = json.loads(record.read_text())["pid"]
+        stranger = lakegc(twins["remote"], "gc", "run", REPO, "--dry-run", "--remote", address, timeout=120)
         yield Runs(
             keys,
             outcome(twins["own"], before, summary_of(own, "own session"), 0),
@@ -79,6 +88,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             own.stderr,
             json.loads(status.stdout),
             address,
+            record,
+            record.stat().st_mode & 0o777,
+            Path(f"/proc/{pid}/cmdline").read_bytes(),
+            stranger,
+            "".join(r.stdout + r.stderr for r in (started, own, by_engine, by_remote, status)),
         )
     finally:
         lakegc(twins["engine"], "engine", "stop")
@@ -89,6 +103,19 @@ def test_engine_start_prints_its_loopback_address_and_status_counts_what_it_serv
     assert runs.status["up"] is True and runs.status["url"] == runs.address
     assert runs.status["commands_served"] == 1  # the run that found it (--remote came from elsewhere)
     assert runs.status["pid"] > 0 and runs.status["uptime_s"] >= 0
+
+
+def test_the_engine_takes_only_clients_that_show_its_token(runs):
+    """Any local user reaches a loopback port, and a Connect client runs what Python it likes: the
+    engine wants the token its record holds, a record only its owner reads, a token on no command
+    line and in no output."""
+    token = json.loads(runs.record.read_text())["token"]
+    assert len(token) >= 32
+    assert runs.record_mode == 0o600
+    assert token.encode() not in runs.engine_command_line
+    assert token not in runs.outputs
+    one_error(runs.stranger, "refused the session")  # --remote from a home without the record
+    assert token not in runs.stranger.stderr
 
 
 def test_a_command_finds_the_running_engine_and_says_so(runs):
@@ -118,7 +145,7 @@ def home(tmp_path: Path) -> Env:
 
 def write_record(env: Env, pid: int, port: int) -> None:
     (env.home / warm.RECORD).write_text(
-        json.dumps({"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": "0"})
+        json.dumps({"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": "0", "token": "t"})
     )
 
 

@@ -135,7 +135,7 @@ def remote_address(master: str | None, conf: dict[str, str]) -> str | None:
         return None
     print(f"using the warm engine at {engine.url} (lakegc engine status)", file=sys.stderr)
     warm.note_use(home, " ".join(sys.argv[1:3]) or "api")
-    return engine.url
+    return engine.client_url
 
 
 # What lakegc sets for its own sessions that a Spark Connect session may set for itself.
@@ -150,21 +150,32 @@ _CONNECT_SESSION = {
 def _connect(address: str, conf: dict[str, str]) -> SparkSession:
     """A Spark Connect session at `address`, set as lakegc's own sessions are (the user's `conf`
     on top). A server that does not take a connection at once is an error, never a wait: Connect's
-    client would retry for minutes."""
+    client would retry for minutes. The warm engine's own address, given without its token, is
+    reached with the token its record holds."""
     from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
     from lakegc.errors import InvalidArgument, LakegcError, first_line
 
-    found = re.fullmatch(r"sc://([^:/]+):(\d+)/?(;.*)?", address)
+    found = re.fullmatch(r"sc://([^:/;]+):(\d+)/?(;.*)?", address)
     if found is None:
-        raise InvalidArgument(f"{address!r} is not a Spark Connect address: sc://HOST:PORT")
+        raise InvalidArgument(f"{_shown(address)!r} is not a Spark Connect address: sc://HOST:PORT")
+    host, port, params = found.group(1), int(found.group(2)), found.group(3) or ""
+    shown = f"sc://{host}:{port}"  # never the token
     try:
-        with socket.create_connection((found.group(1), int(found.group(2))), timeout=5):
+        with socket.create_connection((host, port), timeout=5):
             pass
     except OSError as exc:
-        raise LakegcError(f"no Spark Connect server answers at {address}: {exc.strerror or exc}") from None
+        raise LakegcError(f"no Spark Connect server answers at {shown}: {exc.strerror or exc}") from None
+    if host in _LOOPBACK and "token=" not in params:
+        address = _engine_address(port) or address
+    elif host == "127.0.0.1" and "token=" in params and "use_ssl=true" not in params:
+        address = f"sc://localhost:{port}/{params}"  # a token over loopback: gRPC's local credentials
     spark = SparkSession.builder.remote(address).getOrCreate()
+    try:
+        spark.version  # noqa: B018 - the first call: is the session taken?
+    except PySparkException as exc:
+        raise LakegcError(f"the Spark Connect server at {shown} refused the session: {first_line(exc, 300)}") from None
     for key, value in {**_CONNECT_SESSION, **conf}.items():
         try:
             spark.conf.set(key, value)
@@ -172,6 +183,23 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
             refused = exc.getCondition() or first_line(exc, 200)
             raise InvalidArgument(f"--conf {key}: the Spark Connect session refuses it ({refused})") from None
     return spark
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _engine_address(port: int) -> str | None:
+    """The warm engine's address with its token, when the engine recorded under `LAKEGC_HOME`
+    listens on `port`."""
+    from lakegc.engine import warm
+    from lakegc.settings import lakegc_home
+
+    engine = warm.read_record(lakegc_home())
+    return engine.client_url if engine is not None and engine.port == port else None
+
+
+def _shown(address: str) -> str:
+    return address.split(";", 1)[0]
 
 
 def jobs_started(spark: SparkSession) -> Callable[[], int | None]:

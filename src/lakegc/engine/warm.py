@@ -10,15 +10,20 @@ off keeps one daemon, built from `lakegc.workers`, whose workers every run reuse
 compiled code. The price: what one client uploads, every client sees; this engine is one user's,
 on their machine, bound to loopback.
 
-The engine writes `engine.json` under `LAKEGC_HOME` (address, pid, start) once it answers, and
-removes it when it stops. A command finds the engine there (`running`), and uses it only if its
-port answers at once: an engine that is gone or stuck is never waited for.
+The engine writes `engine.json` under `LAKEGC_HOME` (address, pid, start, and the token a client
+must show: readable by its owner only) once it answers, and removes it when it stops. Any local
+user can reach a loopback port, and a Spark Connect client runs what Python it likes on the
+engine, so the engine takes only clients that present that token (Spark Connect's pre-shared
+token, given to the engine's JVM in its environment, never on a command line). A command finds the
+engine there (`running`), and uses it only if its port answers at once: an engine that is gone or
+stuck is never waited for.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -36,6 +41,8 @@ LOG = "engine.log"
 USES = "engine-uses.log"  # one line per command that ran on the engine: what `status` counts
 DEFAULT_PORT = 15002  # Spark Connect's own
 _MODULE = "lakegc.engine.warm"
+_TOKEN_ENV = "LAKEGC_ENGINE_TOKEN"  # how `start` hands the engine process its token
+_SPARK_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # what Spark Connect's server reads it from
 _ANSWER_SECONDS = 0.5  # how long a command waits for the engine's port before starting its own session
 
 
@@ -47,10 +54,18 @@ class Engine:
     pid: int
     started_at: str
     version: str
+    token: str
 
     @property
     def url(self) -> str:
+        """The address to show and to give `--remote` (the token is found in the record)."""
         return f"sc://127.0.0.1:{self.port}"
+
+    @property
+    def client_url(self) -> str:
+        """The address a client connects with: the token as a bearer token, over gRPC's local
+        credentials (which PySpark uses for `localhost` only; anything else would be TLS)."""
+        return f"sc://localhost:{self.port}/;token={self.token}"
 
 
 def record_path(home: Path) -> Path:
@@ -110,9 +125,16 @@ def start(home: Path, port: int | None, conf: dict[str, str], wait_seconds: floa
     home.mkdir(parents=True, exist_ok=True)
     record_path(home).unlink(missing_ok=True)
     command = [sys.executable, "-m", _MODULE, str(chosen), json.dumps(conf)]
+    environ = {**os.environ, _TOKEN_ENV: secrets.token_urlsafe(32)}
     with open(home / LOG, "ab") as log:
         proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=environ,
+            start_new_session=True,
+            close_fds=True,
         )
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
@@ -164,11 +186,15 @@ def serve(home: Path, port: int, conf: dict[str, str]) -> None:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    token = os.environ.pop(_TOKEN_ENV)
+    os.environ[_SPARK_TOKEN_ENV] = token  # for the JVM about to start: its environment, not its command line
     spark = spark_session("local[*]", session_conf(port, conf))
     spark.range(1).count()  # the JVM's first query compiled before the first command comes
-    engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__)
+    engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__, token)
     tmp = record_path(home).with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(engine)))
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:  # the token's owner only
+        f.write(json.dumps(asdict(engine)))
     tmp.replace(record_path(home))
     print(f"engine up at {engine.url} (pid {engine.pid})", flush=True)
     try:
