@@ -66,12 +66,24 @@ class Settings(BaseModel):
     spark: SparkSettings = SparkSettings()
     gc: GcSettings = GcSettings()
 
-    def master(self, given: str | None) -> str | None:
-        """The Spark master: the flag's, else the settings' (None: local mode)."""
-        return given or self.spark.master
+    def master(self, given: str | None, remote: str | None = None) -> str | None:
+        """The Spark master: the flag's (`--master`, or `--remote`'s Spark Connect address), else the
+        settings' (None: a warm engine if one answers, else local mode)."""
+        return spark_address(given, remote) or self.spark.master
 
     def spark_conf(self, given: dict[str, str] | None) -> dict[str, str]:
         return {**self.spark.conf, **(given or {})}
+
+
+def spark_address(master: str | None, remote: str | None) -> str | None:
+    """The Spark a command or call runs on: `master`, or `remote` (a Spark Connect server), not both."""
+    if remote is None:
+        return master
+    if master is not None:
+        raise InvalidArgument("--master and --remote both given: a command runs on one Spark")
+    if not remote.startswith("sc://"):
+        raise InvalidArgument(f"--remote {remote!r}: a Spark Connect address is sc://HOST:PORT")
+    return remote
 
 
 def config_path() -> Path:

@@ -21,13 +21,13 @@ from lakegc.cli.gc import (
     print_run,
     print_runs,
     show_report,
-    spark_address,
 )
 from lakegc.cli.main import new_app, state
 from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
+from lakegc.settings import spark_address
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")

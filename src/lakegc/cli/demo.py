@@ -9,14 +9,14 @@ import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import REMOTE, print_run, spark_address
+from lakegc.cli.gc import REMOTE, print_run
 from lakegc.cli.progress import progress
 from lakegc.demo import RULES, build_demo, namespace_objects
 from lakegc.engine import warm
 from lakegc.engine.guard import check_root
 from lakegc.repo.repository import Lake
 from lakegc.retention.rules import GcRules
-from lakegc.settings import lakegc_home
+from lakegc.settings import lakegc_home, spark_address
 
 _MARK = ".lakegc-demo"
 DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would have collected, in the run's report

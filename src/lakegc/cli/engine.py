@@ -30,7 +30,7 @@ def start(
     output.say(engine.url)
 
 
-@app.command("status")
+@app.command("status", epilog="Example: lakegc engine status --json")
 def status(as_json: bool = JSON) -> None:
     """Whether the engine is up, its address, pid, uptime and how many commands it served."""
     home = lakegc_home()
@@ -63,7 +63,7 @@ def status(as_json: bool = JSON) -> None:
     )
 
 
-@app.command("stop")
+@app.command("stop", epilog="Example: lakegc engine stop")
 def stop() -> None:
     """Stop the engine this machine's LAKEGC_HOME records (only a lakegc engine is ever signalled)."""
     engine = warm.stop(lakegc_home())

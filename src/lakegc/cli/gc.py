@@ -20,6 +20,7 @@ from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
 from lakegc.retention.rules import parse_rules
+from lakegc.settings import spark_address
 from lakegc.timeutil import epoch_seconds
 from lakegc.uri import parse_uri
 
@@ -540,17 +541,6 @@ def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
     if not folder.storage.exists(folder.key("report.html")):
         folder.write_record(found)
     output.say(folder.storage.full_uri(folder.key("report.html")))
-
-
-def spark_address(master: str | None, remote: str | None) -> str | None:
-    """The session a command runs on: `--master`, or `--remote` (a Spark Connect server), not both."""
-    if remote is None:
-        return master
-    if master is not None:
-        raise InvalidArgument("--master and --remote both given: a command runs on one Spark")
-    if not remote.startswith("sc://"):
-        raise InvalidArgument(f"--remote {remote!r}: a Spark Connect address is sc://HOST:PORT")
-    return remote
 
 
 def parse_conf(pairs: list[str]) -> dict[str, str]:
