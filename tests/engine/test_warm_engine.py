@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import CliResult, Env, clone_lake, make_cli, one_error, snapshot
 from support.loopback import free_port
-from test_spark_cluster import REPO, Outcome, build_lake, outcome, summary_of
+from test_spark_cluster import EXPIRED, REPO, UNCOMMITTED, Outcome, build_lake, outcome, summary_of
 
 from lakegc.engine import warm
 
@@ -204,3 +205,45 @@ def test_lakegc_remote_must_be_a_connect_address(home):
     command = [sys.executable, "-m", "lakegc", "gc", "run", REPO, "--dry-run"]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     one_error(CliResult(proc.returncode, proc.stdout, proc.stderr), "LAKEGC_REMOTE", "sc://HOST:PORT")
+
+
+def test_an_engine_killed_mid_run_fails_the_run_and_the_next_run_converges(tmp_path):
+    """The engine's whole process group killed while a run reads the trees: the run fails at once
+    with one error line (never Connect's ten minutes of retries), is recorded failed, deleted
+    nothing, and the next run (a session of its own) deletes exactly the garbage."""
+    env = Env(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'lakegc.db'}", tmp_path)
+    keys = build_lake(env)
+    garbage = {keys[name] for name in EXPIRED | UNCOMMITTED}
+    before = set(snapshot(env.namespace()))
+    assert lakegc(env, "engine", "start", "--port", str(free_port())).exit_code == 0
+    engine = warm.read_record(env.home)
+    assert engine is not None
+    run = subprocess.Popen(
+        [sys.executable, "-m", "lakegc", "gc", "run", REPO],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env.environ()},
+    )
+    try:
+        lines = []
+        for line in run.stderr:  # progress, one line a phase
+            lines.append(line)
+            if "reading committed trees" in line:
+                os.killpg(engine.pid, signal.SIGKILL)  # the engine, its JVM and its Python workers
+                break
+        killed = time.monotonic()
+        rest = run.stderr.read()
+        run.wait(120)
+        assert time.monotonic() - killed < 90
+    finally:
+        run.kill()
+    result = CliResult(run.returncode, run.stdout.read(), "".join(lines[1:]) + rest)  # lines[0]: using the engine
+    one_error(result, "failed", "the spark connect server went away")
+    assert set(snapshot(env.namespace())) >= before  # nothing deleted
+    runs = make_cli(env)("gc", "runs", REPO, "--json").json()
+    assert [r["state"] for r in runs] == ["failed"]
+    again = lakegc(env, "gc", "run", REPO, "--json")  # the engine is gone: a session of its own, said nothing
+    assert again.exit_code == 0, again.stderr
+    assert USING not in again.stderr
+    assert before - set(snapshot(env.namespace())) == garbage

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
@@ -171,7 +172,9 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
         address = _engine_address(port) or address
     elif host == "127.0.0.1" and "token=" in params and "use_ssl=true" not in params:
         address = f"sc://localhost:{port}/{params}"  # a token over loopback: gRPC's local credentials
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
     spark = SparkSession.builder.remote(address).getOrCreate()
+    spark.client.set_retry_policies([_connect_retries()])
     try:
         spark.version  # noqa: B018 - the first call: is the session taken?
     except PySparkException as exc:
@@ -186,6 +189,15 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
 
 
 _LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _connect_retries() -> object:
+    """How long a Connect client keeps retrying a server that went away: about 15 s (five retries,
+    backing off to 5 s), not Connect's default of ten minutes, so a run whose engine died fails
+    (and is recorded failed) instead of hanging."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=5, max_backoff=5000)
 
 
 def _engine_address(port: int) -> str | None:
