@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from lakegc.engine.pids import alive as _alive
 from lakegc.errors import InvalidArgument, LakegcError
 
 RECORD = "engine.json"
@@ -205,15 +206,6 @@ def serve(home: Path, port: int, conf: dict[str, str]) -> None:
         if record is not None and record.pid == engine.pid:
             record_path(home).unlink(missing_ok=True)
         spark.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
