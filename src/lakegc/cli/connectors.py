@@ -14,7 +14,6 @@ from lakegc.cli.gc import (
     LIMIT,
     MASTER,
     MAX_DELETE_RATE,
-    REMOTE,
     RUN_ID,
     parse_conf,
     print_candidates,
@@ -27,7 +26,6 @@ from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
-from lakegc.settings import spark_address
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
@@ -62,7 +60,6 @@ def catalog_gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, change no row."),
     runs: str | None = RUNS,
     master: str | None = MASTER,
-    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -76,7 +73,7 @@ def catalog_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
+            master=master,
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -119,7 +116,6 @@ def iceberg_gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; expire nothing, delete nothing."),
     runs: str | None = RUNS,
     master: str | None = MASTER,
-    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -141,7 +137,7 @@ def iceberg_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
+            master=master,
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -186,7 +182,6 @@ def delta_gc(
     max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
-    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -203,7 +198,7 @@ def delta_gc(
             max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
+            master=master,
             conf=parse_conf(conf),
             progress=phase,
         )
