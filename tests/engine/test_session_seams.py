@@ -41,15 +41,17 @@ def test_a_classic_session_answers_with_its_default_parallelism(spark) -> None:
     assert parallelism(spark) == spark.sparkContext.defaultParallelism >= 1
 
 
-def _slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        time.sleep(60)
-        yield batch
-
-
 def test_interrupting_the_session_cancels_its_running_job(spark) -> None:
     """What Ctrl-C does in a command (`spark._cancel_jobs_on_interrupt`): the job stops at once."""
     failure: list[BaseException] = []
+
+    def _slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Defined here, so it travels by value: workers cannot import a test module."""
+        import time
+
+        for batch in batches:
+            time.sleep(60)
+            yield batch
 
     def run() -> None:
         try:
