@@ -220,15 +220,16 @@ def inventory_listing(
     """LISTING rows for `slice_names` and the root: the slices `must_list` names and the root
     listed directly, the others read from the inventory's data files (one task per file). Returns
     the listing, read once here to check the inventory is this namespace's."""
+    from pyspark.sql import functions as F
+
     direct = must_list(slice_names, windows, manifest.created)
-    covered = tuple(name for name in slice_names if name not in set(direct))
+    listed_directly = set(direct)
+    covered = tuple(name for name in slice_names if name not in listed_directly)
     # a listing gives the marker's date to the millisecond at least, where an S3 HEAD gives seconds
     marker = next((o for o in storage.list(posixpath.dirname(MARKER) + "/", recursive=False) if o.key == MARKER), None)
     if marker is None:
         raise InvalidArgument(f"namespace {storage.uri} has no {MARKER}")
     bucket, prefix = (storage.bucket, storage.prefix) if isinstance(storage, S3Storage) else ("", "")
-    from pyspark.sql import functions as F
-
     reader = _Reader(manifest, bucket, prefix, covered, older_than, marker, S3Settings.from_env())
     from_inventory = work_items(spark, len(manifest.files), parallelism(spark) * 2).mapInArrow(reader, ddl(LISTING))
     rows = list_namespace(spark, storage, direct, older_than).unionByName(from_inventory).persist()
@@ -239,7 +240,7 @@ def inventory_listing(
             f"inventory {manifest.manifest} does not list {prefix}{MARKER} as it is in namespace "
             f"{storage.uri}: it is not an inventory of this namespace (or not of all of it)"
         )
-    return Listing(rows.where(~said), rows, [name for name in slice_names if name not in set(direct)])
+    return Listing(rows.where(~said), rows, list(covered))
 
 
 def namespace_listing(

@@ -76,9 +76,8 @@ def weighted_ranges(
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 mid, weights = rows[index]
-                table = read_metarange(storage, mid, facts[index]).select(
-                    ["range_id", "min_path"]
-                )  # verified whole, or trusted
+                # verified whole, or trusted (its facts unchanged since a run verified it)
+                table = read_metarange(storage, mid, facts[index]).select(["range_id", "min_path"])
                 for name, weight in zip(columns, weights):
                     table = table.append_column(name, pa.repeat(pa.scalar(weight, pa.int64()), table.num_rows))
                 pending.append(table)

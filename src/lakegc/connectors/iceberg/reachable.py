@@ -121,9 +121,9 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
         for s in t.metadata.snapshots
         if s.snapshot_id in t.retained and s.manifest_list
     ]
-    from lakegc.engine.spark import parallelism as spark_parallelism
+    from lakegc.engine.spark import parallelism
 
-    parallelism = spark_parallelism(spark)
+    slots = parallelism(spark)
 
     def read_lists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyiceberg.manifest import read_manifest_list
@@ -167,14 +167,14 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
     if not lists:
         list_df = list_df.limit(0)
     manifests = (
-        list_df.repartition(max(1, min(len(lists), parallelism * 4)))
+        list_df.repartition(max(1, min(len(lists), slots * 4)))
         .mapInArrow(read_lists, MANIFESTS_DDL)
         .dropDuplicates(["manifest_path"])
     )  # manifest lists are small: read again for each use
     manifest_files = manifests.select("manifest_path").mapInArrow(
         lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL
     )
-    data_files = manifests.repartition(parallelism * 4).mapInArrow(read_manifests, REACHABLE_DDL)
+    data_files = manifests.repartition(slots * 4).mapInArrow(read_manifests, REACHABLE_DDL)
     return small.unionByName(manifest_files).unionByName(data_files).distinct()
 
 
