@@ -12,7 +12,8 @@ service that should not shell out. The CLI is a thin layer over these functions.
 Every function takes the metastore as `metastore=` (a SQLAlchemy URL or an open `Lake`; default:
 `LAKEGC_METASTORE`, else `$LAKEGC_HOME/config.toml`'s `metastore`, else the SQLite file in
 `$LAKEGC_HOME`). Durations are `timedelta`s or the CLI's text (`24h`, `7d`, `P7D`). Spark's master
-and conf default to the settings file's, then local mode. A run's progress can be followed with
+(`master=`, or `remote=` a Spark Connect address `sc://HOST:PORT`) and conf default to the settings
+file's, then a running warm engine (`lakegc engine start`), then local mode. A run's progress can be followed with
 `progress=`, called as each phase starts with its name and a detail. Errors are raised as
 `lakegc.errors.LakegcError` subclasses whose message is the CLI's one-line `error:`.
 """
@@ -116,6 +117,7 @@ def gc(
     max_deletes: int | None = None,
     max_delete_rate: float | None = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -141,7 +143,7 @@ def gc(
         clean=clean,
         cutoffs=tuple(cutoffs),
         default_cutoff=default_cutoff,
-        master=settings.master(master),
+        master=settings.master(master, remote),
         conf=settings.spark_conf(conf),
         inventory=inventory,
         curve=tuple(curve),
@@ -195,6 +197,7 @@ def simulate(
     metastore: Metastore = None,
     min_age: Duration | None = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -212,7 +215,7 @@ def simulate(
     source = open_lake(metastore).repository(repository).gc_source()
     check_namespace(source)
     now = utcnow()
-    session = spark or SessionStart(settings.master(master), settings.spark_conf(conf)).result()
+    session = spark or SessionStart(settings.master(master, remote), settings.spark_conf(conf)).result()
     return retention_curve(session, source, parsed, now, age, progress)
 
 
@@ -222,6 +225,7 @@ def sweep(
     *,
     metastore: Metastore = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -241,7 +245,7 @@ def sweep(
         run_id,
         progress,
         spark=spark,
-        master=settings.master(master),
+        master=settings.master(master, remote),
         conf=settings.spark_conf(conf),
         budget=Budget(max_deletes, max_delete_rate),
     )
@@ -254,6 +258,7 @@ def restore(
     path: str | None = None,
     metastore: Metastore = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     spark: SparkSession | None = None,
 ) -> Restored:
@@ -265,7 +270,13 @@ def restore(
     settings = load_settings()
     lake = open_lake(metastore)
     return restore_run(
-        lake, repository, run_id, path, spark=spark, master=settings.master(master), conf=settings.spark_conf(conf)
+        lake,
+        repository,
+        run_id,
+        path,
+        spark=spark,
+        master=settings.master(master, remote),
+        conf=settings.spark_conf(conf),
     )
 
 
@@ -274,6 +285,7 @@ def purge(
     *,
     metastore: Metastore = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -287,7 +299,7 @@ def purge(
         repository,
         progress,
         spark=spark,
-        master=settings.master(master),
+        master=settings.master(master, remote),
         conf=settings.spark_conf(conf),
     )
 
@@ -435,6 +447,7 @@ def iceberg_gc(
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -460,7 +473,7 @@ def iceberg_gc(
         mismatch,
         dry_run,
         runs_location,
-        settings.master(master),
+        settings.master(master, remote),
         settings.spark_conf(conf),
         metastore,
     )
@@ -477,6 +490,7 @@ def catalog_gc(
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -492,7 +506,7 @@ def catalog_gc(
         duration(parquetfile_cutoff),
         dry_run,
         runs_location,
-        settings.master(master),
+        settings.master(master, remote),
         settings.spark_conf(conf),
         metastore,
     )
@@ -517,6 +531,7 @@ def delta_gc(
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
+    remote: str | None = None,
     conf: dict[str, str] | None = None,
     progress: Phase = no_progress,
     spark: SparkSession | None = None,
@@ -536,7 +551,7 @@ def delta_gc(
         force,
         dry_run,
         runs_location,
-        settings.master(master),
+        settings.master(master, remote),
         settings.spark_conf(conf),
         metastore,
         Budget(max_deletes, max_delete_rate),

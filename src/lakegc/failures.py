@@ -5,8 +5,9 @@ Failures inside Spark arrive wrapped. A Python error raised on an executor comes
 the worker's traceback; a task the JVM gave up on (a worker that crashed, an executor lost) as a
 Py4J or captured Java exception whose first line is "Job aborted due to stage failure: ... most
 recent failure: Lost task ...: <the task's error>"; a JVM that died as a refused connection raised
-inside Py4J. `describe` digs the real cause out of those texts (a pure function over the exception's
-class names and message); `cause` applies it to an exception and masks any credential in it.
+inside Py4J; a Spark Connect server that went away as gRPC's status dump. `describe` digs the real
+cause out of those texts (a pure function over the exception's class names and message); `cause`
+applies it to an exception and masks any credential in it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ ON_EXECUTOR = " (on a Spark executor)"
 _TRACEBACK = "Traceback (most recent call last):"
 _HEADER = re.compile(r"(?P<type>[A-Za-z_][\w.$]*)(?::\s?(?P<message>.*))?")
 _LOST_TASK = re.compile(r"most recent failure: Lost task [^:]*?\)(?: \([^)]*\))?: (?P<rest>.*)")
+_CONNECT_GRPC = "pyspark.errors.exceptions.connect.SparkConnectGrpcException"
+_CONNECTION_LOST = re.compile(r"StatusCode\.UNAVAILABLE|RETRIES_EXCEEDED|Connection refused|Socket closed")
 _JAVA_CALL = re.compile(r"^An error occurred while calling [\w.]+\.\n: (?P<rest>.*)", re.DOTALL)
 
 
@@ -37,6 +40,9 @@ def describe(classes: Sequence[str], text: str, *, jvm_gone: bool = False) -> st
     name = _short(classes[0]) if classes else "Exception"
     if jvm_gone or "py4j.protocol.Py4JNetworkError" in classes:
         return _cut(f"Spark's JVM is gone ({_with_type(name, first_line(text, MAX_LENGTH))})")
+    if _CONNECT_GRPC in classes and _CONNECTION_LOST.search(text):  # its text is gRPC's multi-line dump
+        status = _CONNECTION_LOST.search(text)[0]  # type: ignore[index]
+        return f"the Spark Connect server went away ({status}): a stopped or crashed engine, or the network"
     if _TRACEBACK in text:  # a Python worker's traceback: its last exception is the cause
         return _cut(_python_error(text.rsplit(_TRACEBACK, 1)[1]) + ON_EXECUTOR)
     lost = _LOST_TASK.search(text)

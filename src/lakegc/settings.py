@@ -13,8 +13,9 @@
     [gc]
     min_age = "24h"                           # gc run's default --min-age
 
-What a flag says wins over the environment (`LAKEGC_METASTORE`, `LAKEGC_SPARK_MASTER`,
-`LAKEGC_RUNS`, `LAKEGC_MIN_AGE`), which wins over the file, which wins over lakegc's defaults.
+What a flag says wins over the environment (`LAKEGC_METASTORE`, `LAKEGC_SPARK_MASTER` or
+`LAKEGC_REMOTE`, a Spark Connect server, which wins over it; `LAKEGC_RUNS`, `LAKEGC_MIN_AGE`),
+which wins over the file, which wins over lakegc's defaults.
 `--conf KEY=VALUE` adds to (and for the same key replaces) the file's Spark conf. A file that is
 not valid TOML, or that names a key lakegc does not know (a typo would otherwise go unnoticed), is
 refused with one `error:` line naming it.
@@ -65,12 +66,24 @@ class Settings(BaseModel):
     spark: SparkSettings = SparkSettings()
     gc: GcSettings = GcSettings()
 
-    def master(self, given: str | None) -> str | None:
-        """The Spark master: the flag's, else the settings' (None: local mode)."""
-        return given or self.spark.master
+    def master(self, given: str | None, remote: str | None = None) -> str | None:
+        """The Spark master: the flag's (`--master`, or `--remote`'s Spark Connect address), else the
+        settings' (None: a warm engine if one answers, else local mode)."""
+        return spark_address(given, remote) or self.spark.master
 
     def spark_conf(self, given: dict[str, str] | None) -> dict[str, str]:
         return {**self.spark.conf, **(given or {})}
+
+
+def spark_address(master: str | None, remote: str | None) -> str | None:
+    """The Spark a command or call runs on: `master`, or `remote` (a Spark Connect server), not both."""
+    if remote is None:
+        return master
+    if master is not None:
+        raise InvalidArgument("--master and --remote both given: a command runs on one Spark")
+    if not remote.startswith("sc://"):
+        raise InvalidArgument(f"--remote {remote!r}: a Spark Connect address is sc://HOST:PORT")
+    return remote
 
 
 def config_path() -> Path:
@@ -79,7 +92,11 @@ def config_path() -> Path:
 
 def load_settings() -> Settings:
     """The file's settings (none when there is no file) with the environment's on top."""
-    return _load(str(config_path()), *(os.environ.get(name) for name in _ENV))
+    metastore, master, runs, min_age = (os.environ.get(name) for name in _ENV)
+    remote = os.environ.get("LAKEGC_REMOTE")  # a Spark Connect server: sc://HOST:PORT
+    if remote and not remote.startswith("sc://"):
+        raise InvalidArgument(f"LAKEGC_REMOTE={remote!r}: a Spark Connect address is sc://HOST:PORT")
+    return _load(str(config_path()), metastore, remote or master, runs, min_age)
 
 
 _ENV = ("LAKEGC_METASTORE", "LAKEGC_SPARK_MASTER", "LAKEGC_RUNS", "LAKEGC_MIN_AGE")

@@ -544,6 +544,17 @@ CAUSES = {
         False,
         "Spark's JVM is gone (Py4JNetworkError: Answer from Java side is empty)",
     ),
+    "Spark Connect server gone (an engine killed mid-run)": (
+        (
+            "pyspark.errors.exceptions.connect.SparkConnectGrpcException",
+            "pyspark.errors.exceptions.base.PySparkException",
+        ),
+        "<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:15002: '
+        'Failed to connect to remote host: Connection refused"\n>',
+        False,
+        "the Spark Connect server went away (StatusCode.UNAVAILABLE): a stopped or crashed engine, or the network",
+    ),
     "an error of our own, on the driver": (
         ("lakegc.errors.CorruptMetadata", "lakegc.errors.LakegcError"),
         "range abc: its content does not match its id",

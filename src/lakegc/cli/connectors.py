@@ -14,6 +14,7 @@ from lakegc.cli.gc import (
     LIMIT,
     MASTER,
     MAX_DELETE_RATE,
+    REMOTE,
     RUN_ID,
     parse_conf,
     print_candidates,
@@ -26,6 +27,7 @@ from lakegc.cli.progress import progress
 from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
+from lakegc.settings import spark_address
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
@@ -60,6 +62,7 @@ def catalog_gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, change no row."),
     runs: str | None = RUNS,
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -73,7 +76,7 @@ def catalog_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -116,6 +119,7 @@ def iceberg_gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; expire nothing, delete nothing."),
     runs: str | None = RUNS,
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -137,7 +141,7 @@ def iceberg_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -182,6 +186,7 @@ def delta_gc(
     max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -198,7 +203,7 @@ def delta_gc(
             max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
         )

@@ -9,12 +9,14 @@ import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import print_run
+from lakegc.cli.gc import REMOTE, print_run
 from lakegc.cli.progress import progress
 from lakegc.demo import RULES, build_demo, namespace_objects
+from lakegc.engine import warm
 from lakegc.engine.guard import check_root
 from lakegc.repo.repository import Lake
 from lakegc.retention.rules import GcRules
+from lakegc.settings import lakegc_home, spark_address
 
 _MARK = ".lakegc-demo"
 DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would have collected, in the run's report
@@ -22,7 +24,10 @@ DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would ha
 
 def demo(
     directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
-    master: str = typer.Option("local[2]", "--master", help="Spark master for the GC run."),
+    master: str | None = typer.Option(
+        None, "--master", help="Spark master for the GC run (default: a running engine, else local[2])."
+    ),
+    remote: str | None = REMOTE,
 ) -> None:
     """Build a demo lake (lakeFS's worked example of retention: main keeps 21 days, dev 7; plus uncommitted
     leftovers),
@@ -53,7 +58,7 @@ def demo(
         rows=[[c.id, output.when(c.creation_date), c.message] for c in repo.log("main")],
     )
     with progress("GC demo") as phase:
-        run = api.gc(repo.name, metastore=lake, master=master, progress=phase, curve=DEMO_CURVE)
+        run = api.gc(repo.name, metastore=lake, master=_session(master, remote), progress=phase, curve=DEMO_CURVE)
     print_run(run, as_json=False)
     output.table(
         "DELETED ADDRESS",
@@ -67,3 +72,12 @@ def demo(
         f"lakegc --metastore {metastore} gc runs lakegc://demo, or ask why an object stays: "
         f"lakegc --metastore {metastore} gc explain lakegc://demo/main/events/part-0"
     )
+
+
+def _session(master: str | None, remote: str | None) -> str | None:
+    """The flags' Spark; with neither, a running engine (None: found again, and said, when the run
+    starts its session), else two local cores."""
+    address = spark_address(master, remote)
+    if address is None and warm.running(lakegc_home()) is None:
+        return "local[2]"
+    return address

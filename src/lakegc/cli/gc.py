@@ -20,12 +20,18 @@ from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
 from lakegc.retention.rules import parse_rules
+from lakegc.settings import spark_address
 from lakegc.timeutil import epoch_seconds
 from lakegc.uri import parse_uri
 
 app = new_app("Garbage collection: retention rules, runs, sweeps.")
 
-MASTER = typer.Option(None, "--master", help="Spark master URL (default: the settings file's, else local[*]).")
+MASTER = typer.Option(
+    None, "--master", help="Spark master URL (default: the settings file's, else a running engine, else local[*])."
+)
+REMOTE = typer.Option(
+    None, "--remote", metavar="sc://HOST:PORT", help="Run on this Spark Connect server (or LAKEGC_REMOTE)."
+)
 CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
 LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
@@ -126,6 +132,7 @@ def run(
     cutoff: list[str] = CUTOFF,
     default_cutoff: str | None = DEFAULT_CUTOFF,
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     inventory: str | None = typer.Option(
         None,
@@ -169,7 +176,7 @@ def run(
             quarantine=quarantine,
             max_deletes=max_deletes,
             max_delete_rate=max_delete_rate,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -265,6 +272,7 @@ def simulate(
     min_age: str | None = MIN_AGE,
     plot: str | None = typer.Option(None, "--plot", metavar="FILE.png", help="Also draw the curve as a PNG."),
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
@@ -279,7 +287,7 @@ def simulate(
             retention.split(","),
             metastore=state(ctx).lake,
             min_age=min_age,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
         )
@@ -304,6 +312,7 @@ def sweep(
     uri: str,
     run_id: str = RUN_ID,
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     max_deletes: int | None = MAX_DELETES,
     max_delete_rate: float | None = MAX_DELETE_RATE,
@@ -317,7 +326,7 @@ def sweep(
             name,
             run_id,
             metastore=state(ctx).lake,
-            master=master,
+            master=spark_address(master, remote),
             conf=parse_conf(conf),
             progress=phase,
             max_deletes=max_deletes,
@@ -349,13 +358,21 @@ def restore(
         None, "--path", metavar="GLOB", help="Only objects whose repository path or address matches this glob."
     ),
     master: str | None = MASTER,
+    remote: str | None = REMOTE,
     conf: list[str] = CONF,
     as_json: bool = JSON,
 ) -> None:
     """Move a run's quarantined objects back to their addresses; reads of them work again."""
     name = _repo_uri(uri)
     with progress(f"restore {run_id}", as_json=as_json):
-        done = api.restore(name, run_id, path=path, metastore=state(ctx).lake, master=master, conf=parse_conf(conf))
+        done = api.restore(
+            name,
+            run_id,
+            path=path,
+            metastore=state(ctx).lake,
+            master=spark_address(master, remote),
+            conf=parse_conf(conf),
+        )
     if as_json:
         output.emit_json({"repository": name, **done.to_json()})
         return
@@ -367,12 +384,19 @@ def restore(
 
 @app.command("purge", epilog="Example: lakegc gc purge lakegc://lake --json")
 def purge(
-    ctx: typer.Context, uri: str, master: str | None = MASTER, conf: list[str] = CONF, as_json: bool = JSON
+    ctx: typer.Context,
+    uri: str,
+    master: str | None = MASTER,
+    remote: str | None = REMOTE,
+    conf: list[str] = CONF,
+    as_json: bool = JSON,
 ) -> None:
     """Delete the quarantines whose restore window has passed (every `gc run` does this first)."""
     name = _repo_uri(uri)
     with progress(f"purge {name}", as_json=as_json) as phase:
-        done = api.purge(name, metastore=state(ctx).lake, master=master, conf=parse_conf(conf), progress=phase)
+        done = api.purge(
+            name, metastore=state(ctx).lake, master=spark_address(master, remote), conf=parse_conf(conf), progress=phase
+        )
     if as_json:
         output.emit_json(
             {"repository": name, "purged": [p.to_json() for p in done], "num_purged": sum(p.num_purged for p in done)}

@@ -157,7 +157,7 @@ def _root(
 
 
 def _register() -> None:
-    from lakegc.cli import connectors, db, demo, fs, gc, history, refs, server
+    from lakegc.cli import connectors, db, demo, engine, fs, gc, history, refs, server
 
     app.add_typer(db.app, name="db")
     app.add_typer(refs.repo_app, name="repo")
@@ -169,6 +169,7 @@ def _register() -> None:
     app.add_typer(connectors.iceberg_app, name="iceberg")
     app.add_typer(connectors.delta_app, name="delta")
     app.add_typer(server.auth_app, name="auth")
+    app.add_typer(engine.app, name="engine")
     app.command("serve", epilog="Example: lakegc serve --port 8000")(server.serve)
     history.register(app)
     app.command("demo", epilog="Example: lakegc demo --dir /tmp/lakegc-demo")(demo.demo)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
@@ -64,9 +66,14 @@ _background: list[threading.Thread] = []  # sessions started by `SessionStart`
 
 
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
-    """Get (or reuse) the session. Workers must run this interpreter, which has lakegc installed."""
+    """Get (or reuse) the session. Workers must run this interpreter, which has lakegc installed.
+    A master of the form `sc://HOST:PORT` is a Spark Connect server; with no master at all, a warm
+    engine running under `LAKEGC_HOME` (`engine.warm`) is used when it answers at once."""
     active = _reusable(master, conf)
-    return active if active is not None else _start(_prepare(master, conf or {}))
+    if active is not None:
+        return active
+    address = remote_address(master, conf or {})
+    return _connect(address, conf or {}) if address is not None else _start(_prepare(master, conf or {}))
 
 
 class SessionStart:
@@ -80,14 +87,19 @@ class SessionStart:
         if active is not None:
             self._future.set_result(active)
             return
-        launch = _prepare(master, conf or {})  # here: whether the JVM records an archive is known at once
-        self._thread = threading.Thread(target=self._run, args=(launch,), name="lakegc-spark-start", daemon=True)
+        address = remote_address(master, conf or {})
+        if address is not None:
+            begin: Callable[[], SparkSession] = lambda: _connect(address, conf or {})  # noqa: E731
+        else:
+            launch = _prepare(master, conf or {})  # here: whether the JVM records an archive is known at once
+            begin = lambda: _start(launch)  # noqa: E731
+        self._thread = threading.Thread(target=self._run, args=(begin,), name="lakegc-spark-start", daemon=True)
         _background.append(self._thread)
         self._thread.start()
 
-    def _run(self, launch: _Launch) -> None:
+    def _run(self, begin: Callable[[], SparkSession]) -> None:
         try:
-            self._future.set_result(_start(launch))
+            self._future.set_result(begin())
         except BaseException as exc:
             self._future.set_exception(exc)
 
@@ -105,6 +117,101 @@ def _reusable(master: str | None, conf: dict[str, str] | None) -> SparkSession |
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
+
+
+def remote_address(master: str | None, conf: dict[str, str]) -> str | None:
+    """The Spark Connect server a session should be a client of: `master` when it is an
+    `sc://` address; with no master, no `spark.master` and no spark-submit around us, the warm
+    engine, if one answers (said on stderr); else None: a session of our own."""
+    if master is not None:
+        return master if master.startswith("sc://") else None
+    if conf.get("spark.master") or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    from lakegc.engine import warm
+    from lakegc.settings import lakegc_home
+
+    home = lakegc_home()
+    engine = warm.running(home)
+    if engine is None:
+        return None
+    print(f"using the warm engine at {engine.url} (lakegc engine status)", file=sys.stderr)
+    warm.note_use(home, " ".join(sys.argv[1:3]) or "api")
+    return engine.client_url
+
+
+# What lakegc sets for its own sessions that a Spark Connect session may set for itself.
+_CONNECT_SESSION = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+def _connect(address: str, conf: dict[str, str]) -> SparkSession:
+    """A Spark Connect session at `address`, set as lakegc's own sessions are (the user's `conf`
+    on top). A server that does not take a connection at once is an error, never a wait: Connect's
+    client would retry for minutes. The warm engine's own address, given without its token, is
+    reached with the token its record holds."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    from lakegc.errors import InvalidArgument, LakegcError, first_line
+
+    found = re.fullmatch(r"sc://([^:/;]+):(\d+)/?(;.*)?", address)
+    if found is None:
+        raise InvalidArgument(f"{_shown(address)!r} is not a Spark Connect address: sc://HOST:PORT")
+    host, port, params = found.group(1), int(found.group(2)), found.group(3) or ""
+    shown = f"sc://{host}:{port}"  # never the token
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            pass
+    except OSError as exc:
+        raise LakegcError(f"no Spark Connect server answers at {shown}: {exc.strerror or exc}") from None
+    if host in _LOOPBACK and "token=" not in params:
+        address = _engine_address(port) or address
+    elif host == "127.0.0.1" and "token=" in params and "use_ssl=true" not in params:
+        address = f"sc://localhost:{port}/{params}"  # a token over loopback: gRPC's local credentials
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
+    spark = SparkSession.builder.remote(address).getOrCreate()
+    spark.client.set_retry_policies([_connect_retries()])
+    try:
+        spark.version  # noqa: B018 - the first call: is the session taken?
+    except PySparkException as exc:
+        raise LakegcError(f"the Spark Connect server at {shown} refused the session: {first_line(exc, 300)}") from None
+    for key, value in {**_CONNECT_SESSION, **conf}.items():
+        try:
+            spark.conf.set(key, value)
+        except PySparkException as exc:
+            refused = exc.getCondition() or first_line(exc, 200)
+            raise InvalidArgument(f"--conf {key}: the Spark Connect session refuses it ({refused})") from None
+    return spark
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _connect_retries() -> object:
+    """How long a Connect client keeps retrying a server that went away: about 15 s (five retries,
+    backing off to 5 s), not Connect's default of ten minutes, so a run whose engine died fails
+    (and is recorded failed) instead of hanging."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(max_retries=5, max_backoff=5000)
+
+
+def _engine_address(port: int) -> str | None:
+    """The warm engine's address with its token, when the engine recorded under `LAKEGC_HOME`
+    listens on `port`."""
+    from lakegc.engine import warm
+    from lakegc.settings import lakegc_home
+
+    engine = warm.read_record(lakegc_home())
+    return engine.client_url if engine is not None and engine.port == port else None
+
+
+def _shown(address: str) -> str:
+    return address.split(";", 1)[0]
 
 
 def jobs_started(spark: SparkSession) -> Callable[[], int | None]:

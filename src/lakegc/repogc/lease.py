@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from lakegc.engine.pids import alive as _alive
 from lakegc.errors import LakegcError
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
@@ -168,13 +169,3 @@ def _close_interrupted(conn: sa.Connection, repository: str, now: datetime) -> l
             conn.execute(t.gc_runs.update().where(working, sa.not_(unless)).values(**values))
         ids += found
     return ids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
