@@ -101,8 +101,17 @@ def leases(lake: Lake) -> list[sa.Row]:
         return conn.execute(sa.select(t.gc_leases)).all()
 
 
-def put_lease(lake: Lake, run_id: str, host: str, pid: int, renewed_ago: timedelta, expires_in: timedelta) -> None:
-    """A lease row as another (possibly dead) GC process would have left it."""
+def put_lease(
+    lake: Lake,
+    run_id: str,
+    host: str,
+    pid: int,
+    renewed_ago: timedelta,
+    expires_in: timedelta,
+    work_for: timedelta | None = None,
+) -> None:
+    """A lease row as another (possibly dead) GC process would have left it; `work_for`: a delete
+    round it handed to a Spark Connect server may go on for that long."""
     now = utcnow()
     with lake.metastore.write() as conn:
         conn.execute(
@@ -114,6 +123,7 @@ def put_lease(lake: Lake, run_id: str, host: str, pid: int, renewed_ago: timedel
                 acquired_at=now - renewed_ago - timedelta(minutes=1),
                 renewed_at=now - renewed_ago,
                 expires_at=now + expires_in,
+                work_until=None if work_for is None else now + work_for,
             )
         )
 
@@ -275,25 +285,36 @@ def test_stale_lease_is_taken_over_and_the_runs_it_left_are_closed(env, cli, spa
 
 
 REFUSALS = [
-    pytest.param("gc-host-elsewhere", "dead", timedelta(0), LEASE_TTL, id="other-host-live"),
+    pytest.param("gc-host-elsewhere", "dead", timedelta(0), LEASE_TTL, None, id="other-host-live"),
     pytest.param(
         "gc-host-elsewhere",
         "dead",
         timedelta(minutes=10),
         timedelta(seconds=20),
+        None,
         id="other-host-not-renewed-but-not-expired",
     ),  # its pid means nothing here
-    pytest.param(HOST, "alive", timedelta(minutes=10), timedelta(seconds=30), id="this-host-pid-alive"),
-    pytest.param(HOST, "dead", timedelta(0), LEASE_TTL, id="this-host-dead-pid-just-renewed"),
+    pytest.param(HOST, "alive", timedelta(minutes=10), timedelta(seconds=30), None, id="this-host-pid-alive"),
+    pytest.param(HOST, "dead", timedelta(0), LEASE_TTL, None, id="this-host-dead-pid-just-renewed"),
+    # as this-host-dead-pid-missed-3-heartbeats, which is taken over, but its run handed a delete
+    # round to a Spark Connect server, whose jobs go on without it: only expiry frees the lease
+    pytest.param(
+        HOST,
+        "dead",
+        3 * HEARTBEAT + timedelta(seconds=1),
+        LEASE_TTL - 4 * HEARTBEAT,
+        timedelta(seconds=20),
+        id="this-host-dead-pid-its-connect-round-going",
+    ),
 ]
 
 
-@pytest.mark.parametrize("host, pid, renewed_ago, expires_in", REFUSALS)
-def test_live_lease_refuses_gc_runs_and_sweeps(env, cli, host, pid, renewed_ago, expires_in):
+@pytest.mark.parametrize("host, pid, renewed_ago, expires_in, work_for", REFUSALS)
+def test_live_lease_refuses_gc_runs_and_sweeps(env, cli, host, pid, renewed_ago, expires_in, work_for):
     lake, repo, keys = small_garbage(env)
     marked = fake_run(lake, RunState.MARKED)
     holder = new_run_id(utcnow())
-    put_lease(lake, holder, host, dead_pid() if pid == "dead" else os.getpid(), renewed_ago, expires_in)
+    put_lease(lake, holder, host, dead_pid() if pid == "dead" else os.getpid(), renewed_ago, expires_in, work_for)
     before_leases, before = leases(lake), snapshot(env.namespace())
 
     for args in (
@@ -309,11 +330,11 @@ def test_live_lease_refuses_gc_runs_and_sweeps(env, cli, host, pid, renewed_ago,
 
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
-US = timedelta(microseconds=1)
+US, SECOND, MINUTE = timedelta(microseconds=1), timedelta(seconds=1), timedelta(minutes=1)
 
 
-def holder_at(host: str, renewed_ago: timedelta, expires_in: timedelta) -> Holder:
-    return Holder("run", host, 1234, NOW - renewed_ago, NOW + expires_in)
+def holder_at(host: str, renewed_ago: timedelta, expires_in: timedelta, work_for: timedelta | None = None) -> Holder:
+    return Holder("run", host, 1234, NOW - renewed_ago, NOW + expires_in, None if work_for is None else NOW + work_for)
 
 
 @pytest.mark.parametrize(
@@ -327,6 +348,10 @@ def holder_at(host: str, renewed_ago: timedelta, expires_in: timedelta) -> Holde
         pytest.param(holder_at("me", 3 * HEARTBEAT - US, LEASE_TTL), False, False, id="this-host-dead-just-under-3"),
         pytest.param(holder_at("me", timedelta(hours=1), US), True, False, id="this-host-alive-not-expired"),
         pytest.param(holder_at("me", timedelta(hours=1), timedelta(0)), True, True, id="this-host-alive-expired"),
+        # a run on a Spark Connect server: its jobs outlive its dead process, so only expiry frees it
+        pytest.param(holder_at("me", MINUTE, US, 20 * SECOND), False, False, id="connect-dead-round-going"),
+        pytest.param(holder_at("me", MINUTE, US, -US), False, False, id="connect-dead-round-over"),
+        pytest.param(holder_at("me", MINUTE, -US, 20 * SECOND), False, True, id="connect-expired"),
     ],
 )
 def test_stale_at_its_boundaries(holder, pid_alive, expected):

@@ -15,7 +15,6 @@ from lakegc.engine.runs import MetastoreRunLog, RunState
 from lakegc.errors import LakegcError
 from lakegc.repo.fence import FencedByGc
 from lakegc.repo.repository import Lake, Repository
-from lakegc.repogc import job
 from lakegc.repogc.job import GcOptions, run_gc
 from lakegc.retention.rules import GcRules
 from lakegc.timeutil import utcnow
@@ -167,8 +166,10 @@ def test_a_sweep_past_its_lease_deadline_defers_and_finishes_in_later_rounds(env
     the next round, after the lease is checked again, and are never counted as failed."""
     lake, repo, old, paths = expiring_lake(env, objects=30)
     deadlines = [0.0]  # the first round's deadline has already passed
-    original = job._deadline
-    monkeypatch.setattr(job, "_deadline", lambda lease: deadlines.pop() if deadlines else original(lease))
+    from lakegc.repogc.lease import Lease
+
+    original = Lease.deadline
+    monkeypatch.setattr(Lease, "deadline", lambda lease: deadlines.pop() if deadlines else original(lease))
     summary = run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
     assert summary.state is RunState.SWEPT
     assert (summary.num_deleted, summary.num_failed) == (len(paths), 0)

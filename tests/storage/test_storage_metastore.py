@@ -508,7 +508,7 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     engine.dispose()
 
     ms = Metastore(url)
-    assert ms.init() == SCHEMA_VERSION == 6
+    assert ms.init() == SCHEMA_VERSION == 7
     assert {"gc_leases", "gc_fences", "tree_changes", "users", "access_keys"} <= set(
         sa.inspect(ms.engine).get_table_names()
     )
@@ -516,10 +516,11 @@ def test_a_version_1_metastore_is_migrated_and_keeps_its_data(env, tmp_path: Pat
     for table, index in (("staged_entries", "ix_staged_entries_address"), ("copy_records", "ix_copy_records_address")):
         assert index in {ix["name"] for ix in sa.inspect(ms.engine).get_indexes(table)}
     assert "writable_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("slices")}
+    assert "work_until" in {c["name"] for c in sa.inspect(ms.engine).get_columns("gc_leases")}
     for table in ("staged_entries", "copy_records"):
         assert "version" in {c["name"] for c in sa.inspect(ms.engine).get_columns(table)}
     with ms.read() as conn:
-        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5, 6]
+        assert conn.execute(sa.select(schema.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5, 6, 7]
         row = conn.execute(sa.select(schema.slices)).one()
         assert conn.execute(sa.select(schema.repositories.c.staging_version)).scalar_one() == 0
     assert (row.name, row.objects, row.writable_until) == ("8295609600", 3, None)  # unknown: never settled

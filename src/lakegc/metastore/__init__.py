@@ -20,8 +20,8 @@ from lakegc.settings import lakegc_home, load_settings
 from lakegc.timeutil import utcnow
 
 # 3: gc_fences (a new table: create_all adds it, no step needed); 4: staging versions; 5: tree changes;
-# 6: users and access keys (new tables)
-SCHEMA_VERSION = 6
+# 6: users and access keys (new tables); 7: a lease's delete deadline on a Spark Connect server
+SCHEMA_VERSION = 7
 
 
 def _v2_slice_write_window(conn: Connection) -> None:
@@ -48,9 +48,18 @@ def _v5_tree_changes(conn: Connection) -> None:
             index.create(conn)
 
 
+def _v7_lease_work_until(conn: Connection) -> None:
+    """A lease remembers the last delete deadline its run handed to a Spark Connect server (`repogc.lease`).
+    A database older than the lease table got it whole from create_all."""
+    if "work_until" in {column["name"] for column in sa.inspect(conn).get_columns("gc_leases")}:
+        return
+    column_type = schema.UtcDateTime().impl.compile(dialect=conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE gc_leases ADD COLUMN work_until {column_type}")
+
+
 # version -> the step that brings a database at version - 1 to it. New tables need no step:
 # create_all adds them; columns added to existing tables do. Any schema change bumps the version.
-MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version, 5: _v5_tree_changes}
+MIGRATIONS = {2: _v2_slice_write_window, 4: _v4_staging_version, 5: _v5_tree_changes, 7: _v7_lease_work_until}
 
 
 def default_url() -> str:

@@ -195,6 +195,9 @@ gc_leases = sa.Table(
     sa.Column("acquired_at", UtcDateTime, nullable=False),
     sa.Column("renewed_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
+    # The last delete deadline the holder handed to a Spark Connect server, whose jobs outlive the
+    # holder's process: while it may still be going, a dead holder's lease is not taken over early.
+    sa.Column("work_until", UtcDateTime),
 )
 
 # A sweep's fence (repo.fence): while a sweep deletes, the commits whose objects it may delete, which

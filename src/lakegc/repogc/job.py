@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -18,14 +17,14 @@ from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
-from lakegc.engine.spark import jobs_started
+from lakegc.engine.spark import classic_context, jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.repo.gc_source import GcSource
 from lakegc.repo.repository import Lake
 from lakegc.repogc.incremental import Plan, plan
 from lakegc.repogc.inventory_format import load_inventory
-from lakegc.repogc.lease import LEASE_TTL, Lease
+from lakegc.repogc.lease import Lease
 from lakegc.repogc.mark import mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.repogc.quarantine import Purged, Restored, check_restorable, due_for_purge, purge_expired, restore
@@ -324,6 +323,7 @@ def _sweep(
     else:
         recorder.transition(run, RunState.SWEEPING)
     timed = PhaseTimer(run, phase, jobs_started(spark))
+    lease.elsewhere = classic_context(spark) is None  # a Connect server's jobs outlive this process
     with recorder.recording(run):
         what = "re-checking and quarantining" if window else "re-checking and deleting"
         timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))
@@ -339,7 +339,7 @@ def _sweep(
                 marked_active,
                 marked_now,
                 fenced_active,
-                before_delete=lambda: _deadline(lease),
+                before_delete=lease.deadline,
                 refs_sha256=None if changed else run.refs_sha256,  # counted under other path rules: not reused
                 budget=budget,
                 quarantine=quarantine_folder(run.run_id) if window else None,
@@ -391,17 +391,9 @@ def _marked_active(source: GcSource, run: Run, rules: int, changed: bool) -> lis
     return marked if len(marked) == classes else [set() for _ in range(classes)]
 
 
-def _deadline(lease: Lease) -> float:
-    """Until when this run may delete: its lease, just checked (and so renewed), cannot be taken
-    over for LEASE_TTL; half of it leaves room for clock skew between driver and executors and for
-    a request already under way."""
-    lease.check()
-    return time.time() + LEASE_TTL.total_seconds() / 2
-
-
 def _took_over(log: MetastoreRunLog, source: GcSource, lease: Lease) -> None:
     """What taking the lease over settles: a dead sweeper's fence comes down (it can no longer
-    delete: every delete round ends at a deadline inside the lease it held, see `_deadline`), and
+    delete: every delete round ends at a deadline inside the lease it held, see `Lease.deadline`), and
     the runs it left working, which the lease closed as failed, say so in their folders too."""
     source.lower_fence()
     for run_id in lease.interrupted:

@@ -6,6 +6,12 @@ process is gone. Whoever takes a lease over also settles the runs its holder lef
 `marking` becomes `failed` ("interrupted"), which is what it is; one left `sweeping` stays so, marked
 interrupted, for `gc sweep` to continue. Nothing a dead run did is lost: its candidates and its
 `to_delete/` list were written before any delete, and each delete batch's outcome as it was done.
+
+A run on a Spark Connect server (the warm engine, `--remote`) is different: its jobs live in the
+server, and run on after its process dies (measured: a job ran its full 40 s after its client was
+killed). Its deletes still stop at each round's deadline (`deadline`), so such a lease records the
+last deadline it handed out (`work_until`) and is never taken over early for a dead pid once it
+has one: it runs out, or its holder releases it once that deadline has passed.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from lakegc.timeutil import utcnow
 
 LEASE_TTL = timedelta(seconds=60)
 HEARTBEAT = timedelta(seconds=2)
+ROUND = LEASE_TTL / 2  # how long a delete round may go after the lease was checked: see `Lease.deadline`
 INTERRUPTED = "interrupted: the process running it stopped before it finished"
 INTERRUPTED_SWEEP = "interrupted: the process sweeping it stopped before it finished; `lakegc gc sweep` continues it"
 
@@ -46,14 +53,18 @@ class Holder:
     pid: int
     renewed_at: datetime
     expires_at: datetime
+    work_until: datetime | None = None  # the last delete deadline handed to a server that outlives the holder
 
 
 def stale(holder: Holder, now: datetime, host: str, pid_alive: bool) -> bool:
     """May the lease be taken over? When it ran out, or when its holder lived on this host, its
-    process is gone, and it missed several renewals (a pid alone may be another container's)."""
+    process is gone, and it missed several renewals (a pid alone may be another container's), and
+    no delete round it handed to a Spark Connect server may still be going."""
     if holder.expires_at <= now:
         return True
-    return holder.host == host and not pid_alive and holder.renewed_at + 3 * HEARTBEAT <= now
+    return (
+        holder.host == host and not pid_alive and holder.renewed_at + 3 * HEARTBEAT <= now and holder.work_until is None
+    )
 
 
 class Lease:
@@ -64,6 +75,8 @@ class Lease:
         self.ms, self.repository, self.run_id = metastore, repository, run_id
         self.host, self.pid = socket.gethostname(), os.getpid()
         self.interrupted: list[str] = []  # runs of a dead holder this lease closed
+        self.elsewhere = False  # its Spark jobs run in a server that outlives this process (Spark Connect)
+        self._work_until: datetime | None = None
         self._stop = threading.Event()
         self._lost: str | None = None
         self._thread: threading.Thread | None = None
@@ -79,14 +92,31 @@ class Lease:
         if self._thread is not None:
             self._thread.join()
         with suppress(LakegcError):  # the metastore is down: the lease runs out by itself, and the run's own
-            self.release()  # error matters more
+            if self._work_until is not None and exc[0] is not None and utcnow() < self._work_until:
+                self._hold_until(self._work_until + ROUND)  # a round on the server may still be deleting
+            else:
+                self.release()  # error matters more
+
+    def deadline(self) -> float:
+        """Until when (epoch seconds) a delete round starting now may send requests: the lease, just
+        checked and so renewed, cannot be taken over for LEASE_TTL; ending the round at half of it
+        leaves room for clock skew between driver and executors and for a request under way. On a
+        server that outlives this process the deadline is recorded with the lease first."""
+        self.check()
+        now = utcnow()
+        until = now + ROUND
+        if self.elsewhere:
+            with self.ms.write() as conn:
+                conn.execute(self._mine().values(work_until=until))
+            self._work_until = until
+        return until.timestamp()
 
     def acquire(self) -> None:
         now = utcnow()
         with self.ms.write() as conn:
             row = conn.execute(sa.select(t.gc_leases).where(t.gc_leases.c.repository == self.repository)).first()
             if row is not None:
-                holder = Holder(row.run_id, row.host, row.pid, row.renewed_at, row.expires_at)
+                holder = Holder(row.run_id, row.host, row.pid, row.renewed_at, row.expires_at, row.work_until)
                 if not stale(holder, now, self.host, _alive(holder.pid)):
                     raise LeaseHeld(
                         f"repository {self.repository!r} is being collected by GC run {holder.run_id} "
@@ -128,6 +158,17 @@ class Lease:
                     t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id
                 )
             )
+
+    def _mine(self) -> sa.Update:
+        return t.gc_leases.update().where(
+            t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id
+        )
+
+    def _hold_until(self, until: datetime) -> None:
+        """Leave the lease to run out at `until` instead of releasing it: what a failed run on a
+        Spark Connect server does while a delete round it started may still be going there."""
+        with self.ms.write() as conn:
+            conn.execute(self._mine().values(expires_at=until))
 
     def _renew(self) -> None:
         now = utcnow()
