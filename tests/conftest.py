@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +55,11 @@ BOTH_BACKENDS = {
     "test_gc_concurrency.py::test_gc_rounds_while_writer_processes_hammer_the_repository",
 }
 BACKENDS = ["sqlite", "postgresql"]
+
+# A warm engine or Spark Connect server of the machine's user must never serve a test's run: the
+# tests' own home (tests that need one set theirs) and no LAKEGC_REMOTE, for every worker.
+os.environ.pop("LAKEGC_REMOTE", None)
+os.environ["LAKEGC_HOME"] = tempfile.mkdtemp(prefix="lakegc-tests-home-")
 
 # typer rebuilds the click command tree on every in-process invoke (about half of each call's
 # cost); build it once per process. The commands run exactly as they would otherwise.

@@ -28,7 +28,10 @@ _TRACEBACK = "Traceback (most recent call last):"
 _HEADER = re.compile(r"(?P<type>[A-Za-z_][\w.$]*)(?::\s?(?P<message>.*))?")
 _LOST_TASK = re.compile(r"most recent failure: Lost task [^:]*?\)(?: \([^)]*\))?: (?P<rest>.*)")
 _CONNECT_GRPC = "pyspark.errors.exceptions.connect.SparkConnectGrpcException"
-_CONNECTION_LOST = re.compile(r"StatusCode\.UNAVAILABLE|RETRIES_EXCEEDED|Connection refused|Socket closed")
+_CONNECTION_LOST = re.compile(r"StatusCode\.UNAVAILABLE")
+_CONNECT_GONE = (
+    "the Spark Connect server went away (StatusCode.UNAVAILABLE): a stopped or crashed engine, or the network"
+)
 _JAVA_CALL = re.compile(r"^An error occurred while calling [\w.]+\.\n: (?P<rest>.*)", re.DOTALL)
 
 
@@ -40,11 +43,12 @@ def describe(classes: Sequence[str], text: str, *, jvm_gone: bool = False) -> st
     name = _short(classes[0]) if classes else "Exception"
     if jvm_gone or "py4j.protocol.Py4JNetworkError" in classes:
         return _cut(f"Spark's JVM is gone ({_with_type(name, first_line(text, MAX_LENGTH))})")
-    if _CONNECT_GRPC in classes and _CONNECTION_LOST.search(text):  # its text is gRPC's multi-line dump
-        status = _CONNECTION_LOST.search(text)[0]  # type: ignore[index]
-        return f"the Spark Connect server went away ({status}): a stopped or crashed engine, or the network"
     if _TRACEBACK in text:  # a Python worker's traceback: its last exception is the cause
         return _cut(_python_error(text.rsplit(_TRACEBACK, 1)[1]) + ON_EXECUTOR)
+    if classes and classes[0] == _CONNECT_GRPC and _CONNECTION_LOST.search(text):  # gRPC's multi-line dump
+        return (
+            "the Spark Connect server went away (StatusCode.UNAVAILABLE): a stopped or crashed engine, or the network"
+        )
     lost = _LOST_TASK.search(text)
     if lost:  # a task Spark gave up on, with the error of its last attempt
         return _cut(_java_error(lost["rest"]) + ON_EXECUTOR)

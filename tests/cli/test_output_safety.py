@@ -555,6 +555,15 @@ CAUSES = {
         False,
         "the Spark Connect server went away (StatusCode.UNAVAILABLE): a stopped or crashed engine, or the network",
     ),
+    "on Spark Connect, an executor's own refused connection is the executor's error, not the server's": (
+        ("pyspark.errors.exceptions.connect.PythonException", "pyspark.errors.exceptions.base.PySparkException"),
+        "An exception was thrown from the Python worker.\nTraceback (most recent call last):\n"
+        '  File "/x/lakegc/storage/s3.py", line 9, in delete\n'
+        "ConnectionRefusedError: [Errno 111] Connection refused (StatusCode.UNAVAILABLE in a message)",
+        False,
+        "ConnectionRefusedError: [Errno 111] Connection refused (StatusCode.UNAVAILABLE in a message)"
+        " (on a Spark executor)",
+    ),
     "an error of our own, on the driver": (
         ("lakegc.errors.CorruptMetadata", "lakegc.errors.LakegcError"),
         "range abc: its content does not match its id",

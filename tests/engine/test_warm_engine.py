@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from conftest import CliResult, Env, clone_lake, make_cli, one_error, snapshot
 from support.loopback import free_port
 from test_spark_cluster import EXPIRED, REPO, UNCOMMITTED, Outcome, build_lake, outcome, summary_of
 
+from lakegc import __version__
 from lakegc.engine import warm
 
 USING = "using the warm engine at sc://127.0.0.1:"
@@ -144,10 +146,96 @@ def home(tmp_path: Path) -> Env:
     return env
 
 
-def write_record(env: Env, pid: int, port: int) -> None:
-    (env.home / warm.RECORD).write_text(
-        json.dumps({"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": "0", "token": "t"})
+def write_record(env: Env, pid: int, port: int, version: str = "0", token: str = "t") -> Path:
+    """A record as an engine writes it (this user's, 0600)."""
+    record = env.home / warm.RECORD
+    record.write_text(
+        json.dumps(
+            {"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": version, "token": token}
+        )
     )
+    record.chmod(0o600)
+    return record
+
+
+@pytest.mark.parametrize("planted", ["readable-by-others", "another-users", "a-symlink"])
+def test_a_record_that_is_not_ours_alone_is_no_engine(home, tmp_path, planted):
+    """A shared or careless LAKEGC_HOME: a record others may read, write or have put there (or a
+    symlink to one) would hand our token to whatever port it names. None is read."""
+    record = write_record(home, os.getpid(), free_port(), version=__version__)
+    assert warm.read_record(home.home) is not None
+    if planted == "readable-by-others":
+        record.chmod(0o644)
+    elif planted == "another-users":
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(record, 65534, 65534)
+    else:
+        target = tmp_path / "elsewhere.json"
+        record.replace(target)
+        record.symlink_to(target)
+    assert warm.read_record(home.home) is None and warm.running(home.home) is None
+    assert lakegc(home, "engine", "stop").stdout.strip() == "engine: not running"
+
+
+def test_an_engine_of_another_version_is_not_used_and_says_why(home, capsys):
+    """Its Python workers import that version's lakegc: a run there would not be this one's."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        write_record(home, os.getpid(), listener.getsockname()[1], version="0.0.1")
+        assert warm.running(home.home) is None
+    err = capsys.readouterr().err
+    assert "runs lakegc 0.0.1, this is" in err and "lakegc engine stop" in err
+
+
+def test_the_token_never_reaches_a_listener_that_is_not_ours(home):
+    """The engine's JVM died and another user took its port: the record still names it, and a
+    command (finding the engine, or given --remote sc://127.0.0.1:PORT) must not send the token
+    there. The impostor records every byte it receives."""
+    if os.geteuid() != 0 or not Path(SYSTEM_PYTHON).exists():
+        pytest.skip("a listener of another user needs root (and a Python that user may run)")
+    port = free_port()
+    impostor = subprocess.Popen(
+        [SYSTEM_PYTHON, "-c", IMPOSTOR, str(port)], user=65534, group=65534, stdout=subprocess.PIPE, cwd="/"
+    )
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline().strip() == b"listening"
+        token = "the-engine-token-" + "x" * 24
+        write_record(home, os.getpid(), port, version=__version__, token=token)
+        assert not warm.listener_is_ours(port) and warm.running(home.home) is None
+        make_cli(home)("repo", "create", REPO, str(home.namespace()))
+        found = lakegc(home, "gc", "run", REPO, "--dry-run", timeout=120)  # finds no engine: its own session
+        assert found.exit_code == 0 and USING not in found.stderr, found.stderr
+        given = lakegc(home, "gc", "run", REPO, "--dry-run", "--remote", f"sc://127.0.0.1:{port}", timeout=60)
+        assert given.exit_code != 0
+    finally:
+        impostor.kill()
+        heard = impostor.communicate()[0]
+    assert heard, "nothing reached the impostor: the attack was not tried"
+    assert token.encode() not in heard
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+IMPOSTOR = """
+import socket, sys, threading
+server = socket.socket()
+server.bind(("127.0.0.1", int(sys.argv[1])))
+server.listen()
+print("listening", flush=True)
+lock = threading.Lock()
+def keep(conn):
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            return
+        with lock:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=keep, args=(conn,), daemon=True).start()
+"""
 
 
 def test_a_record_naming_another_process_is_never_signalled(home):

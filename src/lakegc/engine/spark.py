@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakegc.engine import warm
+
 _LOG4J = Path(__file__).with_name("sparkconf") / "log4j2.properties"  # Spark's own logs quiet
 _LOCAL_HEAP = "4g"
 # C1 only: on the demo lake the C2 compiler's threads spent more CPU than anything else (15 of 40 s),
@@ -72,8 +74,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     active = _reusable(master, conf)
     if active is not None:
         return active
-    address = remote_address(master, conf or {})
-    return _connect(address, conf or {}) if address is not None else _start(_prepare(master, conf or {}))
+    return _begin(master, conf or {})()
 
 
 class SessionStart:
@@ -87,12 +88,7 @@ class SessionStart:
         if active is not None:
             self._future.set_result(active)
             return
-        address = remote_address(master, conf or {})
-        if address is not None:
-            begin: Callable[[], SparkSession] = lambda: _connect(address, conf or {})  # noqa: E731
-        else:
-            launch = _prepare(master, conf or {})  # here: whether the JVM records an archive is known at once
-            begin = lambda: _start(launch)  # noqa: E731
+        begin = _begin(master, conf or {})  # here: which Spark, and what the JVM records, is known at once
         self._thread = threading.Thread(target=self._run, args=(begin,), name="lakegc-spark-start", daemon=True)
         _background.append(self._thread)
         self._thread.start()
@@ -119,42 +115,80 @@ def _reusable(master: str | None, conf: dict[str, str] | None) -> SparkSession |
     return SparkSession.getActiveSession()
 
 
-def remote_address(master: str | None, conf: dict[str, str]) -> str | None:
-    """The Spark Connect server a session should be a client of: `master` when it is an
-    `sc://` address; with no master, no `spark.master` and no spark-submit around us, the warm
-    engine, if one answers (said on stderr); else None: a session of our own."""
-    if master is not None:
-        return master if master.startswith("sc://") else None
-    if conf.get("spark.master") or "PYSPARK_GATEWAY_PORT" in os.environ:
+def _begin(master: str | None, conf: dict[str, str]) -> Callable[[], SparkSession]:
+    """How the session will be made, decided in the caller's thread: a Spark Connect server that
+    `master` names; with no master, no `spark.master` and no spark-submit around us, the warm
+    engine if one answers (said on stderr), falling back to a session of our own if it does not
+    take this one at once; else a session of our own."""
+    if master is not None and master.startswith("sc://"):
+        return lambda: _connect(master, conf)
+    engine = None if master is not None or conf.get("spark.master") else _warm_engine()
+    if engine is None:
+        launch = _prepare(master, conf)
+        return lambda: _start(launch)
+
+    def warm_or_own() -> SparkSession:
+        from lakegc.errors import LakegcError
+
+        try:
+            return _connect(engine.url, conf, first_answer=_WARM_FIRST_ANSWER)
+        except LakegcError as exc:
+            print(f"the warm engine was not used ({exc}): starting a session of this command's own", file=sys.stderr)
+            return _start(_prepare(master, conf))
+
+    return warm_or_own
+
+
+_WARM_FIRST_ANSWER = 10.0  # seconds a warm engine has to take a session before a command starts its own
+
+
+def _warm_engine() -> warm.Engine | None:
+    """The warm engine recorded under `LAKEGC_HOME`, when it answers now (and spark-submit did not
+    start us: its conf says where to run)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
         return None
     from lakegc.engine import warm
     from lakegc.settings import lakegc_home
 
     home = lakegc_home()
     engine = warm.running(home)
-    if engine is None:
-        return None
-    print(f"using the warm engine at {engine.url} (lakegc engine status)", file=sys.stderr)
-    warm.note_use(home, " ".join(sys.argv[1:3]) or "api")
-    return engine.client_url
+    if engine is not None:
+        print(f"using the warm engine at {engine.url} (lakegc engine status)", file=sys.stderr)
+        warm.note_use(home, _command_name())
+    return engine
 
 
-# What lakegc sets for its own sessions that a Spark Connect session may set for itself.
-_CONNECT_SESSION = {
+def _command_name() -> str:
+    """The running command's name (`lakegc gc run`), never its arguments; `api` outside the CLI."""
+    try:
+        import click
+
+        context = click.get_current_context(silent=True)
+    except ImportError:
+        context = None
+    return context.command_path if context is not None else "api"
+
+
+# What lakegc sets in every session it runs on, its own or a Spark Connect one.
+_SESSION_SQL = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Adaptive execution runs every shuffle stage of a query as a Spark job of its own (a clean
+    # run was 24 jobs with it, 7 without) and re-plans between them; lakegc's plans size their own
+    # shuffles (`spark.sql.shuffle.partitions`, `work_items`), so they are planned once.
     "spark.sql.adaptive.enabled": "false",
+    # Address sets never go through the driver: a broadcast join would collect one there.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 
-def _connect(address: str, conf: dict[str, str]) -> SparkSession:
+def _connect(address: str, conf: dict[str, str], first_answer: float | None = None) -> SparkSession:
     """A Spark Connect session at `address`, set as lakegc's own sessions are (the user's `conf`
     on top). A server that does not take a connection at once is an error, never a wait: Connect's
-    client would retry for minutes. The warm engine's own address, given without its token, is
-    reached with the token its record holds."""
+    client would retry for minutes; with `first_answer`, neither is a server that takes the
+    connection and then does not answer. The warm engine's own address, given without a token, is
+    reached with the token its record holds, and only if the engine is ours (`warm.answers`)."""
     from pyspark.errors import PySparkException
-    from pyspark.sql import SparkSession
 
     from lakegc.errors import InvalidArgument, LakegcError, first_line
 
@@ -168,27 +202,72 @@ def _connect(address: str, conf: dict[str, str]) -> SparkSession:
             pass
     except OSError as exc:
         raise LakegcError(f"no Spark Connect server answers at {shown}: {exc.strerror or exc}") from None
-    if host in _LOOPBACK and "token=" not in params:
-        address = _engine_address(port) or address
-    elif host == "127.0.0.1" and "token=" in params and "use_ssl=true" not in params:
-        address = f"sc://localhost:{port}/{params}"  # a token over loopback: gRPC's local credentials
+    token = re.search(r";token=([^;]*)", params)
+    if host in ("127.0.0.1", "localhost") and token is None:
+        engine = _engine_at(port)
+        builder = _loopback(port, engine.token) if engine is not None else _default(address)
+    elif host in ("127.0.0.1", "localhost") and "use_ssl=true" not in params:
+        builder = _loopback(port, token.group(1))  # type: ignore[union-attr]
+    else:
+        builder = _default(address)
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
-    spark = SparkSession.builder.remote(address).getOrCreate()
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    spark = ConnectSession.builder.channelBuilder(builder).getOrCreate()
     spark.client.set_retry_policies([_connect_retries()])
     try:
-        spark.version  # noqa: B018 - the first call: is the session taken?
+        _within(first_answer, lambda: spark.version)  # the first call: is the session taken?
     except PySparkException as exc:
         raise LakegcError(f"the Spark Connect server at {shown} refused the session: {first_line(exc, 300)}") from None
-    for key, value in {**_CONNECT_SESSION, **conf}.items():
+    except TimeoutError:
+        raise LakegcError(f"the Spark Connect server at {shown} did not answer within {first_answer:.0f} s") from None
+    for key, value in {**_SESSION_SQL, **conf}.items():
         try:
             spark.conf.set(key, value)
         except PySparkException as exc:
             refused = exc.getCondition() or first_line(exc, 200)
             raise InvalidArgument(f"--conf {key}: the Spark Connect session refuses it ({refused})") from None
-    return spark
+    # What SparkSession.builder.remote() sets: PySpark's functions build Connect columns from now on.
+    # Only once the session is taken, so a command that falls back to its own session stays classic.
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return spark  # type: ignore[return-value]
 
 
-_LOOPBACK = ("127.0.0.1", "localhost")
+def _within(seconds: float | None, call: Callable[[], object]) -> object:
+    """`call()`, raising TimeoutError if it has not returned after `seconds` (None: no limit). The
+    call goes on in a daemon thread: what it waits on is a server that may never answer."""
+    if seconds is None:
+        return call()
+    answer: Future = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(call())
+        except BaseException as exc:
+            answer.set_exception(exc)
+
+    threading.Thread(target=run, name="lakegc-connect-first-call", daemon=True).start()
+    return answer.result(timeout=seconds)
+
+
+def _loopback(port: int, token: str) -> object:
+    """A channel to 127.0.0.1:`port` carrying `token` over gRPC's local credentials. PySpark uses
+    those for the name `localhost` only, and then connects to whatever it resolves to first, [::1]
+    on many machines, where another user's listener may wait: the address is pinned here."""
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    class Loopback(DefaultChannelBuilder):
+        @property
+        def endpoint(self) -> str:
+            return f"127.0.0.1:{port}"
+
+    return Loopback(f"sc://localhost:{port}/;token={token}")
+
+
+def _default(address: str) -> object:
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    return DefaultChannelBuilder(address)
 
 
 def _connect_retries() -> object:
@@ -200,14 +279,13 @@ def _connect_retries() -> object:
     return DefaultPolicy(max_retries=5, max_backoff=5000)
 
 
-def _engine_address(port: int) -> str | None:
-    """The warm engine's address with its token, when the engine recorded under `LAKEGC_HOME`
-    listens on `port`."""
+def _engine_at(port: int) -> warm.Engine | None:
+    """The warm engine recorded under `LAKEGC_HOME`, when it listens on `port` and is ours."""
     from lakegc.engine import warm
     from lakegc.settings import lakegc_home
 
     engine = warm.read_record(lakegc_home())
-    return engine.client_url if engine is not None and engine.port == port else None
+    return engine if engine is not None and engine.port == port and warm.answers(engine) else None
 
 
 def _shown(address: str) -> str:
@@ -278,15 +356,8 @@ def _prepare(master: str | None, conf: dict[str, str]) -> _Launch:
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **_SESSION_SQL,
         "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
-        # Adaptive execution runs every shuffle stage of a query as a Spark job of its own (a clean
-        # run was 24 jobs with it, 7 without) and re-plans between them; lakegc's plans size their own
-        # shuffles (`spark.sql.shuffle.partitions`, `work_items`), so they are planned once.
-        "spark.sql.adaptive.enabled": "false",
-        # Address sets never go through the driver: a broadcast join would collect one there.
-        "spark.sql.autoBroadcastJoinThreshold": "-1",
         "spark.sql.adaptive.autoBroadcastJoinThreshold": "-1",
         "spark.python.daemon.module": "lakegc.workers",  # imports once, not in every worker
         "spark.executor.extraJavaOptions": java_option(f"-Dlog4j2.configurationFile=file:{_LOG4J}"),
@@ -477,7 +548,8 @@ def _cancel_jobs_on_interrupt(spark: SparkSession) -> None:
     Ctrl-C cancels the running Spark jobs before it interrupts the caller (on Spark Connect too)."""
 
     def interrupted(*_: object) -> None:
-        spark.interruptAll()
+        with suppress(Exception):  # a server already gone: the interrupt is what matters
+            spark.interruptAll()
         raise KeyboardInterrupt()
 
     signal.signal(signal.SIGINT, interrupted)

@@ -10,17 +10,22 @@ off keeps one daemon, built from `lakegc.workers`, whose workers every run reuse
 compiled code. The price: what one client uploads, every client sees; this engine is one user's,
 on their machine, bound to loopback.
 
-The engine writes `engine.json` under `LAKEGC_HOME` (address, pid, start, and the token a client
-must show: readable by its owner only) once it answers, and removes it when it stops. Any local
-user can reach a loopback port, and a Spark Connect client runs what Python it likes on the
-engine, so the engine takes only clients that present that token (Spark Connect's pre-shared
-token, given to the engine's JVM in its environment, never on a command line). A command finds the
-engine there (`running`), and uses it only if its port answers at once: an engine that is gone or
-stuck is never waited for.
+The engine writes `engine.json` under `LAKEGC_HOME` (address, pid, version, and the token a
+client must show: readable by its owner only) once it answers, and removes it when it stops or its
+JVM dies. Any local user can reach a loopback port, and a Spark Connect client runs what Python it
+likes on the engine, so the engine takes only clients that present that token (Spark Connect's
+pre-shared token, given to the engine's JVM in its environment, never on a command line). The
+token goes only where it cannot leak: a record that is ours (owned by this user, no one else may
+read or write it, not a symlink), sent over gRPC's local credentials to 127.0.0.1 (never a name
+that may resolve to [::1]), to a port whose listener is this user's. A command finds the engine
+there (`running`), and uses it only if it is this lakegc's version and its port answers at once:
+an engine that is gone, stuck or another version is never waited for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -30,7 +35,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,6 +44,7 @@ from lakegc.engine.pids import alive as _alive
 from lakegc.errors import InvalidArgument, LakegcError
 
 RECORD = "engine.json"
+LOCK = "engine.lock"  # held by `start`: two starts at once make one engine
 LOG = "engine.log"
 USES = "engine-uses.log"  # one line per command that ran on the engine: what `status` counts
 DEFAULT_PORT = 15002  # Spark Connect's own
@@ -55,18 +62,12 @@ class Engine:
     pid: int
     started_at: str
     version: str
-    token: str
+    token: str = field(repr=False)
 
     @property
     def url(self) -> str:
         """The address to show and to give `--remote` (the token is found in the record)."""
         return f"sc://127.0.0.1:{self.port}"
-
-    @property
-    def client_url(self) -> str:
-        """The address a client connects with: the token as a bearer token, over gRPC's local
-        credentials (which PySpark uses for `localhost` only; anything else would be TLS)."""
-        return f"sc://localhost:{self.port}/;token={self.token}"
 
 
 def record_path(home: Path) -> Path:
@@ -74,16 +75,29 @@ def record_path(home: Path) -> Path:
 
 
 def read_record(home: Path) -> Engine | None:
-    """The engine the record names, or None (no record, or one that cannot be read)."""
+    """The engine the record names, or None: no record, one that cannot be read, or one that is not
+    this user's alone (a record planted in a shared home would send our token to its port)."""
     try:
-        return Engine(**json.loads(record_path(home).read_text()))
+        fd = os.open(record_path(home), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        facts = os.fstat(fd)
+        if facts.st_uid != os.geteuid() or facts.st_mode & 0o077:
+            return None
+        with os.fdopen(fd, closefd=False) as f:
+            engine = Engine(**json.loads(f.read()))
+        return engine if isinstance(engine.port, int) and isinstance(engine.pid, int) else None
     except (OSError, ValueError, TypeError):
         return None
+    finally:
+        os.close(fd)
 
 
 def answers(engine: Engine, timeout: float = _ANSWER_SECONDS) -> bool:
-    """The engine's process is alive and its port takes a connection within `timeout`."""
-    if not _alive(engine.pid):
+    """The engine's process is alive, the listener on its port is this user's, and the port takes a
+    connection within `timeout`."""
+    if not _alive(engine.pid) or not listener_is_ours(engine.port):
         return False
     try:
         with socket.create_connection(("127.0.0.1", engine.port), timeout=timeout):
@@ -92,16 +106,49 @@ def answers(engine: Engine, timeout: float = _ANSWER_SECONDS) -> bool:
         return False
 
 
+def listener_is_ours(port: int) -> bool:
+    """The socket listening on 127.0.0.1:`port` belongs to this user (Linux's socket table says
+    whose it is; elsewhere there is nothing to read, and the record's own checks stand alone).
+    After an engine's JVM dies, its port is anyone's to take: the token must not follow it there."""
+    tables = []
+    for name in ("tcp", "tcp6"):  # a JVM listens on an IPv6 socket, 127.0.0.1 mapped into it
+        with contextlib.suppress(OSError):
+            tables.append(Path(f"/proc/net/{name}").read_text())
+    if not tables:
+        return sys.platform != "linux"
+    wanted = {f"0100007F:{port:04X}", f"0000000000000000FFFF00000100007F:{port:04X}"}
+    for line in "\n".join(tables).splitlines():
+        fields = line.split()
+        if len(fields) > 7 and fields[1] in wanted and fields[3] == "0A":  # 0A: listening
+            return int(fields[7]) == os.geteuid()
+    return False
+
+
 def running(home: Path) -> Engine | None:
-    """The engine to use: recorded under `home` and answering now; else None."""
+    """The engine to use: recorded under `home`, this lakegc's version, answering now; else None.
+    An engine of another version is said on stderr and left alone (its workers import that
+    version's lakegc: a run there would not be this one's)."""
+    from lakegc import __version__
+
     engine = read_record(home)
-    return engine if engine is not None and answers(engine) else None
+    if engine is None or not answers(engine):
+        return None
+    if engine.version != __version__:
+        print(
+            f"the warm engine at {engine.url} runs lakegc {engine.version}, this is {__version__}: not used "
+            "(lakegc engine stop, then lakegc engine start)",
+            file=sys.stderr,
+        )
+        return None
+    return engine
 
 
 def note_use(home: Path, what: str) -> None:
-    """Count one command run on the engine (best effort: a count, never a reason to fail)."""
+    """Count one command run on the engine (best effort: a count, never a reason to fail). `what`
+    is a command's name, never its arguments (they may hold a password)."""
     try:
-        with open(home / USES, "a") as f:
+        fd = os.open(home / USES, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a") as f:
             f.write(f"{datetime.now(UTC).isoformat()} {what}\n")
     except OSError:
         pass
@@ -116,18 +163,35 @@ def uses_since(home: Path, started_at: str) -> int:
 
 
 def start(home: Path, port: int | None, conf: dict[str, str], wait_seconds: float = 300) -> Engine:
-    """Start the engine as a process of its own (it outlives this command) and wait until it answers."""
+    """Start the engine as a process of its own (it outlives this command) and wait until it
+    answers. One start at a time per home (a lock): two at once would make two engines and one record."""
+    home.mkdir(parents=True, exist_ok=True)
+    with _start_lock(home):
+        return _start(home, port, conf, wait_seconds)
+
+
+@contextlib.contextmanager
+def _start_lock(home: Path) -> Iterator[None]:
+    fd = os.open(home / LOCK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _start(home: Path, port: int | None, conf: dict[str, str], wait_seconds: float) -> Engine:
     current = read_record(home)
     if current is not None and answers(current):
         raise InvalidArgument(f"an engine is already running at {current.url} (pid {current.pid}): lakegc engine stop")
     chosen = port if port is not None else _free_port(DEFAULT_PORT)
     if not _port_free(chosen):
         raise InvalidArgument(f"port {chosen} on 127.0.0.1 is in use: choose another with --port")
-    home.mkdir(parents=True, exist_ok=True)
     record_path(home).unlink(missing_ok=True)
     command = [sys.executable, "-m", _MODULE, str(chosen), json.dumps(conf)]
     environ = {**os.environ, _TOKEN_ENV: secrets.token_urlsafe(32)}
-    with open(home / LOG, "ab") as log:
+    log_fd = os.open(home / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(log_fd, "ab") as log:
         proc = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -145,24 +209,39 @@ def start(home: Path, port: int | None, conf: dict[str, str], wait_seconds: floa
         if proc.poll() is not None:
             raise LakegcError(f"the engine did not start (exit {proc.returncode}): {_last_line(home / LOG)}")
         time.sleep(0.2)
-    proc.terminate()
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the engine and the JVM it started
     raise LakegcError(f"the engine did not answer within {wait_seconds:.0f} s: {_last_line(home / LOG)}")
 
 
 def stop(home: Path, wait_seconds: float = 60) -> Engine | None:
-    """Stop the engine the record names (only if that pid is a lakegc engine); None if none runs."""
+    """Stop the engine the record names (only if that pid is a lakegc engine: a recycled pid is
+    never signalled); None if none runs. The engine leads a process group of its own (its JVM is in
+    it), so a stop that has to force it kills the group."""
     engine = read_record(home)
     if engine is None:
         return None
-    if not _alive(engine.pid) or not _is_engine(engine.pid):
+    if not _alive(engine.pid):
         record_path(home).unlink(missing_ok=True)  # it died without cleaning up
         return None
-    os.kill(engine.pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait_seconds
-    while _alive(engine.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(engine.pid):
-        os.kill(engine.pid, signal.SIGKILL)
+    if not _is_engine(engine.pid):
+        if sys.platform == "linux":
+            record_path(home).unlink(missing_ok=True)  # the pid is another process's now
+            return None
+        raise LakegcError(
+            f"cannot tell whether pid {engine.pid} is the engine here: stop it yourself (kill {engine.pid})"
+        )
+    try:
+        os.kill(engine.pid, signal.SIGTERM)
+        deadline = time.monotonic() + wait_seconds
+        while _alive(engine.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(engine.pid):
+            os.killpg(engine.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        raise LakegcError(f"the engine (pid {engine.pid}) is another user's: it cannot be stopped from here") from None
     record_path(home).unlink(missing_ok=True)
     return engine
 
@@ -192,21 +271,33 @@ def serve(home: Path, port: int, conf: dict[str, str]) -> None:
     spark = spark_session("local[*]", session_conf(port, conf))
     spark.range(1).count()  # the JVM's first query compiled before the first command comes
     engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__, token)
-    tmp = record_path(home).with_suffix(".tmp")
+    tmp = record_path(home).with_name(f"{RECORD}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:  # the token's owner only
         f.write(json.dumps(asdict(engine)))
     tmp.replace(record_path(home))
     print(f"engine up at {engine.url} (pid {engine.pid})", flush=True)
+    jvm = _jvm_process(spark)
     try:
         while not stopping.wait(1):
-            pass
+            if jvm is not None and jvm.poll() is not None:
+                print(f"the engine's JVM exited ({jvm.returncode}): the engine stops", flush=True)
+                break
     finally:
         record = read_record(home)
         if record is not None and record.pid == engine.pid:
             record_path(home).unlink(missing_ok=True)
-        spark.stop()
-    return True
+        if jvm is None or jvm.poll() is None:
+            spark.stop()
+
+
+def _jvm_process(spark: object) -> subprocess.Popen | None:
+    """The JVM PySpark started for the engine's session (its gateway keeps the process handle)."""
+    from lakegc.engine.spark import classic_context
+
+    context = classic_context(spark)  # type: ignore[arg-type]
+    gateway = getattr(context, "_gateway", None)
+    return getattr(gateway, "proc", None)
 
 
 def _is_engine(pid: int) -> bool:
