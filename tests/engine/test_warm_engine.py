@@ -27,6 +27,7 @@ from test_spark_cluster import EXPIRED, REPO, UNCOMMITTED, Outcome, build_lake, 
 
 from lakegc import __version__
 from lakegc.engine import warm
+from lakegc.timeutil import utcnow
 
 USING = "using the warm engine at sc://127.0.0.1:"
 
@@ -334,4 +335,57 @@ def test_an_engine_killed_mid_run_fails_the_run_and_the_next_run_converges(tmp_p
     again = lakegc(env, "gc", "run", REPO, "--json")  # the engine is gone: a session of its own, said nothing
     assert again.exit_code == 0, again.stderr
     assert USING not in again.stderr
+    assert before - set(snapshot(env.namespace())) == garbage
+
+
+@pytest.mark.slow
+def test_a_client_killed_while_the_engine_deletes_keeps_its_lease_until_the_round_is_over(tmp_path):
+    """The attack that kept the engine out of 0.7: a Connect server runs a client's jobs on after
+    the client is killed, so a killed run's delete round goes on. Its lease must not be taken over
+    (and its fence lifted) while that round may still delete: a classic run's dead pid frees its
+    lease after three missed heartbeats, this one's does not, and the next run goes ahead once the
+    lease has run out, then deletes exactly the garbage that is left."""
+    import sqlalchemy as sa
+
+    from lakegc.metastore import Metastore
+    from lakegc.metastore import schema as t
+    from lakegc.repogc.lease import HEARTBEAT, LEASE_TTL
+
+    env = Env(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'lakegc.db'}", tmp_path)
+    keys = build_lake(env)
+    garbage = {keys[name] for name in EXPIRED | UNCOMMITTED}
+    before = set(snapshot(env.namespace()))
+    assert lakegc(env, "engine", "start", "--port", str(free_port())).exit_code == 0
+    metastore = Metastore(env.metastore)
+
+    def lease() -> sa.Row | None:
+        with metastore.read() as conn:
+            return conn.execute(sa.select(t.gc_leases)).first()
+
+    run = subprocess.Popen(  # slow deletes: the round outlasts the kill below
+        [sys.executable, "-m", "lakegc", "gc", "run", REPO, "--max-delete-rate", "0.5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env.environ()},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while (held := lease()) is None or held.work_until is None:
+            assert run.poll() is None and time.monotonic() < deadline, "the run never handed a round to the engine"
+            time.sleep(0.1)
+        run.kill()  # kill -9: no release, no interrupt
+        run.wait()
+        time.sleep((3 * HEARTBEAT).total_seconds() + 2)  # a classic dead holder's lease is free by now
+        refused = lakegc(env, "gc", "run", REPO, "--json")
+        assert refused.stderr.startswith(USING)
+        refused = CliResult(refused.exit_code, refused.stdout, refused.stderr.split("\n", 1)[1])
+        one_error(refused, f"being collected by GC run {held.run_id}", "try again later", json_cmd=True)
+        while lease() is not None and lease().expires_at > utcnow():  # noqa: ASYNC110 - polling a row
+            time.sleep(1)
+        assert time.monotonic() - deadline < LEASE_TTL.total_seconds()  # it ran out: never held for ever
+        again = lakegc(env, "gc", "run", REPO, "--json")
+    finally:
+        run.kill()
+        lakegc(env, "engine", "stop")
+    assert again.exit_code == 0, again.stderr
     assert before - set(snapshot(env.namespace())) == garbage
