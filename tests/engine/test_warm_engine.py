@@ -139,6 +139,40 @@ def test_a_run_on_the_engine_finds_and_deletes_what_a_session_of_its_own_does(ru
     assert run.summary["spark_jobs"] is None  # a Connect session has no job tracker: not counted, not wrong
 
 
+def test_progress_counts_the_engines_tasks(runs):
+    """Progress on a Connect session comes from the server's reports (a handler), not a tracker:
+    a job of 4 slow tasks (and the count's own stage of 1) is seen running, from a thread of its own
+    (as the progress bar's)."""
+    script = """
+import threading, time
+from lakegc.cli.progress import _spark_tasks
+from lakegc.engine.spark import spark_session
+spark = spark_session(ADDRESS)
+seen = []
+def watch():
+    while not done.is_set():
+        seen.append(_spark_tasks()); time.sleep(0.1)
+def slow(batches):
+    import time
+    for batch in batches:
+        time.sleep(3)
+        yield batch
+done = threading.Event()
+_spark_tasks()  # registers the handler with the session
+threading.Thread(target=watch, daemon=True).start()
+spark.range(0, 4, 1, 4).mapInArrow(slow, "id long").count()
+done.set()
+print(max((s for s in seen if s), default=None))
+""".replace("ADDRESS", repr(runs.address))
+    home = {"LAKEGC_HOME": str(runs.record.parent)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env={**os.environ, **home}
+    )
+    assert proc.returncode == 0, proc.stderr
+    finished, total = json.loads(proc.stdout.strip().replace("(", "[").replace(")", "]"))
+    assert total == 5 and 0 <= finished < total, proc.stdout
+
+
 # -- an engine that is gone, stuck, or not ours ---------------------------------------------------
 @pytest.fixture
 def home(tmp_path: Path) -> Env:

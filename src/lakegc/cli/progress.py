@@ -27,11 +27,12 @@ _LOG_EVERY_SECONDS = 5.0
 
 
 def _spark_tasks() -> tuple[int, int] | None:
-    """(finished, all) tasks of the stages Spark is running now, or None when it runs none."""
+    """(finished, all) tasks of the stages Spark is running now, or None when it runs none. A
+    classic session is asked; a Spark Connect one reports to a handler (`_connect_tasks`)."""
     pyspark = sys.modules.get("pyspark")
     context = getattr(getattr(pyspark, "SparkContext", None), "_active_spark_context", None)
     if context is None:
-        return None
+        return _connect_tasks()
     try:
         tracker = context.statusTracker()
         stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
@@ -41,6 +42,32 @@ def _spark_tasks() -> tuple[int, int] | None:
     if not stages:
         return None
     return sum(s.numCompletedTasks for s in stages), sum(s.numTasks for s in stages)
+
+
+_connect_progress: dict[str, tuple[int, int] | None] = {}  # the latest the server reported
+_handled: set[int] = set()  # Connect sessions the handler is registered with
+
+
+def _connect_tasks() -> tuple[int, int] | None:
+    """What the active Spark Connect session's server last reported of its running stages (the
+    server sends progress with a query's results; the handler keeps the latest)."""
+    connect = sys.modules.get("pyspark.sql.connect.session")  # its active session is per thread: the default one
+    session = connect.SparkSession._get_default_session() if connect is not None else None
+    if session is None:
+        return None
+    if id(session) not in _handled:
+        _handled.add(id(session))
+        session.registerProgressHandler(_on_connect_progress)
+    return _connect_progress.get("tasks")
+
+
+def _on_connect_progress(stages: object, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+    running = [s for s in (stages or []) if not s.done]  # type: ignore[attr-defined]
+    _connect_progress["tasks"] = (
+        None
+        if done or not running
+        else (sum(s.num_completed_tasks for s in running), sum(s.num_tasks for s in running))
+    )
 
 
 def quiet_for(as_json: bool) -> bool:

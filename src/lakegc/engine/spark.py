@@ -112,7 +112,8 @@ def _reusable(master: str | None, conf: dict[str, str] | None) -> SparkSession |
         return None
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession()
+    connect = sys.modules.get("pyspark.sql.connect.session")  # a Connect session is active per thread only
+    return SparkSession.getActiveSession() or (connect and connect.SparkSession._get_default_session())
 
 
 def _begin(master: str | None, conf: dict[str, str]) -> Callable[[], SparkSession]:
