@@ -423,3 +423,40 @@ def test_a_client_killed_while_the_engine_deletes_keeps_its_lease_until_the_roun
         lakegc(env, "engine", "stop")
     assert again.exit_code == 0, again.stderr
     assert before - set(snapshot(env.namespace())) == garbage
+
+
+def test_serve_with_the_engine_collects_every_repository_on_its_schedule(tmp_path):
+    """`serve --engine --gc-every`: the server starts the engine (none runs), collects each
+    repository in turn at once, each run recorded as `gc run`'s, says so on stderr, and stops the
+    engine it started when it stops."""
+    from lakegc.server.launch import serving
+
+    env = Env(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'lakegc.db'}", tmp_path)
+    keys = build_lake(env)
+    cli = make_cli(env)
+    cli("repo", "create", "lakegc://other", (tmp_path / "other-ns").as_uri())
+    garbage = {keys[name] for name in EXPIRED | UNCOMMITTED}
+    before = set(snapshot(env.namespace()))
+    with serving({**os.environ, **env.environ()}, "--engine", "--gc-every", "1h", timeout=300) as served:
+        deadline = time.monotonic() + 300
+        while {r["state"] for r in cli("gc", "runs", REPO, "--json").json()} != {"swept"}:  # the second, by name
+            assert served.process.poll() is None and time.monotonic() < deadline, "no scheduled run finished"
+            time.sleep(0.5)
+        assert warm.running(env.home) is not None
+    said = served.process.stderr.read()
+    runs = cli("gc", "runs", REPO, "--json").json()
+    assert [(r["state"], r["num_deleted"]) for r in runs] == [("swept", len(garbage))]
+    assert before - set(snapshot(env.namespace())) == garbage
+    assert "lakegc serve: starting the warm engine" in said and "GC runs on the warm engine at sc://127.0.0.1:" in said
+    assert f"lakegc serve: gc repo: swept, {len(garbage)} deleted (run {runs[0]['run_id']})" in said
+    assert "lakegc serve: gc other: swept, 0 deleted" in said
+    assert warm.read_record(env.home) is None  # the engine it started is stopped
+
+
+@pytest.mark.parametrize(
+    ("every", "needle"), [("banana", "banana"), ("0s", "a schedule needs a positive duration"), ("-1h", "-1h")]
+)
+def test_a_wrong_gc_every_is_one_error_line_before_anything_starts(home, every, needle):
+    result = lakegc(home, "serve", "--engine", "--gc-every", every, "--port", str(free_port()), timeout=60)
+    one_error(result, needle)
+    assert warm.read_record(home.home) is None  # no engine was started for it

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+from datetime import timedelta
+
 import typer
 
 from lakegc.cli import output
 from lakegc.cli.main import new_app, state
+from lakegc.errors import InvalidArgument
 
 auth_app = new_app("Users of `lakegc serve` and their key pairs.")
 
@@ -38,16 +42,67 @@ def serve(
         "--allowed-external-prefix",
         help="a location outside every namespace that staging links may point at (repeatable; none by default)",
     ),
+    engine: bool = typer.Option(
+        False, "--engine", help="run GC on the warm engine (`lakegc engine`), starting one if none runs"
+    ),
+    gc_every: str | None = typer.Option(
+        None, "--gc-every", metavar="DURATION", help="also run GC on every repository now and then every DURATION (1h)"
+    ),
 ) -> None:
     """Serve the metastore's repositories over lakeFS's REST API at /api/v1 (basic auth with a key
-    pair from `lakegc auth create-user`), so lakeFS's clients work against lakegc."""
+    pair from `lakegc auth create-user`), so lakeFS's clients work against lakegc. With
+    `--gc-every`, also collect every repository on that schedule, each run recorded as `gc run`'s."""
     import uvicorn
 
     from lakegc.server.app import create_app
     from lakegc.storage import normalize_location
+    from lakegc.timeutil import parse_duration
 
     lake = state(ctx).creating_lake
+    every = parse_duration(gc_every) if gc_every is not None else None
+    if every is not None and every <= timedelta(0):
+        raise InvalidArgument(f"--gc-every {gc_every}: a schedule needs a positive duration (1h)")
     lake.metastore.ensure_schema()
     app = create_app(lake, [normalize_location(prefix) for prefix in external])
+    engine_url, started = _warm_engine() if engine else (None, False)
+    if started:  # uvicorn re-raises the signal that stopped it once shut down: as an exit, so `finally` runs
+        signal.signal(signal.SIGTERM, _exit_on_term)
     output.say(f"lakegc serve: lakeFS API at http://{host}:{port}/api/v1 (Ctrl-C stops)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    try:
+        if every is not None:
+            from lakegc.server.schedule import start_schedule
+            from lakegc.settings import load_settings
+
+            settings = load_settings()
+            master, min_age = engine_url or settings.master(None), parse_duration(settings.gc.min_age)
+            start_schedule(lake, every, master, min_age, lambda line: output.say(line, err=True))
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        if started:
+            _stop_engine()
+
+
+def _exit_on_term(*_: object) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _stop_engine() -> None:
+    from lakegc.engine import warm
+    from lakegc.settings import lakegc_home
+
+    warm.stop(lakegc_home())
+
+
+def _warm_engine() -> tuple[str, bool]:
+    """The running warm engine's address, or one started now; and whether it was started here
+    (then the server stops it when it stops)."""
+    from lakegc.engine import warm
+    from lakegc.settings import lakegc_home
+
+    home = lakegc_home()
+    engine, started = warm.running(home), False
+    if engine is None:
+        output.say("lakegc serve: starting the warm engine (Spark, once)", err=True)
+        engine, started = warm.start(home, None, {}), True
+    output.say(f"lakegc serve: GC runs on the warm engine at {engine.url}", err=True)
+    return engine.url, started
