@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.contenders import Results, run_all, run_sweep
+from benchmarks.delta import compare
 from benchmarks.measure import keep_caches
 from benchmarks.plot import plot_sweep
 
@@ -57,19 +58,40 @@ def main(
         keep_caches()
     shutil.rmtree(workdir, ignore_errors=True)
     results = run_all(scale, workdir, console, cluster)
+    figures = results.figures() | delta_figures(scale, workdir, console)
     if as_json:
-        print(json.dumps(results.figures()))
+        print(json.dumps(figures))
     else:
         Console(width=130).print(_table(results))
+        console.print(
+            f"Delta table of {figures['delta_files']:,} files: delta-rs {figures['delta_deltars_s']} s, "
+            f"lakegc {figures['delta_lakegc_s']} s cold, {figures['delta_warm_s']} s through a warm engine "
+            f"({figures['ratio_delta_warm_deltars']}x delta-rs)"
+        )
     if sweep:
         rows = run_sweep([s * scale for s in SWEEP_SCALES], workdir, console, results)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "s1.json").write_text(json.dumps(results.figures(), indent=1))
+        (out / "s1.json").write_text(json.dumps(figures, indent=1))
         (out / "sweep.json").write_text(json.dumps(rows, indent=1))
         plot_sweep(rows, out / "sweep.png")
         if not as_json:
             Console(width=130).print(_sweep_table(rows))
         console.print(f"plot: {out / 'sweep.png'}")
+
+
+def delta_figures(scale: float, workdir: Path, console: Console) -> dict:
+    """The Delta comparison (`benchmarks.delta`) at S1's size times `scale`: delta-rs, lakegc cold
+    and lakegc through a warm engine on one table."""
+    files = max(2_000, int(1_000_000 * scale))
+    measured = compare(workdir, files, files // 20, console)
+    return {
+        "delta_files": files,
+        "delta_deltars_s": measured["delta_rs"]["seconds"],
+        "delta_lakegc_s": measured["lakegc"]["seconds"],
+        "delta_warm_s": measured["lakegc_warm"]["seconds"],
+        "ratio_delta_deltars": measured["ratio"],
+        "ratio_delta_warm_deltars": measured["ratio_warm"],
+    }
 
 
 def _table(r: Results) -> Table:

@@ -9,6 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +81,7 @@ class SideLake:
     floor: Measured
     clean: Collected
     work: dict
+    warm: Collected | None = None  # the clean run again through a warm engine (the tiny lake)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,16 @@ class Row:
     deleted: int
     floor: Measured  # the floor on the same lake
     deltars: Measured | None  # delta-rs on the same lake (only the main one)
+
+
+@dataclass(frozen=True)
+class Warm:
+    """Runs through a warm engine on the main lake: a clean one (the stale objects and the cold
+    incremental run's garbage written back), then an incremental one after another 1 % change."""
+
+    clean: Collected
+    incremental: Collected
+    incremental_deleted: int
 
 
 @dataclass
@@ -113,6 +126,7 @@ class Results:
     trees_verify: Measured  # reading and verifying every tree file of the main lake, one process
     explain: Measured | None = None  # `gc explain` of one live object of the main lake
     simulate: Measured | None = None  # `gc simulate` of four retentions on the main lake
+    warm: Warm | None = None  # the same runs through a warm engine (`lakegc engine start`)
 
     @property
     def cold(self) -> bool:
@@ -124,10 +138,13 @@ class Results:
             return [Row(name, self.objects, measured, deleted, self.floor, self.deltars)] if measured else []
 
         def side(name: str, lake: SideLake) -> list[Row]:
+            runs = [(f"lakegc clean, {name}", lake.clean), (f"lakegc clean, {name}, warm engine", lake.warm)]
             return [
                 Row(f"floor (bare I/O), {name}", lake.objects, lake.floor, lake.stale, lake.floor, None),
-                Row(f"lakegc clean, {name}", lake.objects, lake.clean.measured, lake.stale, lake.floor, None),
+                *(Row(label, lake.objects, run.measured, lake.stale, lake.floor, None) for label, run in runs if run),
             ]
+
+        warm = self.warm
 
         return [
             *main("floor (bare I/O)", self.floor),
@@ -147,6 +164,16 @@ class Results:
                     None,
                 )
                 for name, (objects, run) in self.scaled_incremental.items()
+            ),
+            *main(
+                "lakegc clean, warm engine",
+                warm.clean.measured if warm else None,
+                self.stale + self.incremental_deleted,
+            ),
+            *main(
+                "lakegc incremental (1% change), warm engine",
+                warm.incremental.measured if warm else None,
+                warm.incremental_deleted if warm else 0,
             ),
             *main("lakegc gc explain (one object)", self.explain, 0),
             *main("lakegc gc simulate (4 retentions)", self.simulate, 0),
@@ -198,11 +225,26 @@ class Results:
             "trees_verify_s": self.trees_verify.seconds,
             "explain_s": self.explain.seconds if self.explain else None,
             "simulate_s": self.simulate.seconds if self.simulate else None,
+            **self._warm_figures(clean),
             "cores": os.cpu_count(),
             "phases": self.clean.summary["phases"],
             "work": self.work,
             "small_phases": self.small.clean.summary["phases"],
             "small_work": self.small.work,
+        }
+
+    def _warm_figures(self, clean: float) -> dict:
+        """The warm engine's figures beside the cold ones they answer: the incremental run against
+        the cold clean run, the clean run against delta-rs, the tiny lake's run in seconds."""
+        warm, tiny = self.warm, self.tiny.warm
+        if warm is None:
+            return {}
+        return {
+            "clean_warm_s": warm.clean.measured.seconds,
+            "ratio_clean_warm_deltars": round(warm.clean.measured.seconds / self.deltars.seconds, 2),
+            "incremental_warm_s": warm.incremental.measured.seconds,
+            "ratio_incremental_warm": round(warm.incremental.measured.seconds / clean, 3),
+            "tiny_warm_s": tiny.measured.seconds if tiny else None,
         }
 
 
@@ -237,13 +279,14 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
     console.log(f"1% change: {change.num_rows:,} new objects, {garbage.num_rows:,} of them abandoned")
     incremental = _lakegc(lake.files, [], garbage.num_rows, console, mode="incremental")
     _check(lake.files, pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage]))
+    warm = _warm_runs(lake, change, garbage, console)
     scaled_incremental = {
         name: _incremental_on(Scenario.s1(size * scale), workdir / name, change.num_rows, console)
         for name, size in SCALED.items()
     }
     explain, simulate = _why(lake, console)
     small = _side_lake(Scenario.s1(SMALL * scale), workdir / "small", SMALL_LABEL, console)
-    tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console)
+    tiny = _side_lake(Scenario.tiny(), workdir / "tiny", TINY_LABEL, console, warm=True)
     spark_floor = _contender(
         "PySpark floor (lakegc's session, one Python task per core)",
         [sys.executable, "-m", "benchmarks.sparkfloor"],
@@ -271,7 +314,44 @@ def run_all(scale: float, workdir: Path, console: Console, cluster: bool = False
         trees_verify,
         explain,
         simulate,
+        warm,
     )
+
+
+@contextmanager
+def warm_engine(env: dict[str, str], console: Console, warm_up: list[str] | None = None) -> Iterator[None]:
+    """`lakegc engine start` with the lake's LAKEGC_HOME (the runs then find it), one untimed dry
+    run (`warm_up`, else the repository's) to load it as an engine that serves hourly runs is (its
+    Python workers started, its code compiled), and `lakegc engine stop` at the end."""
+    lakegc = [sys.executable, "-m", "lakegc"]
+    with console.status("starting a warm engine"):
+        started = subprocess.run([*lakegc, "engine", "start"], env=env, capture_output=True, text=True)
+    if started.returncode:
+        raise RuntimeError(f"lakegc engine start failed: {started.stderr.strip()[-500:]}")
+    console.log(f"warm engine at {started.stdout.strip()}")
+    try:
+        dry_run = warm_up or [*lakegc, "gc", "run", f"lakegc://{REPO}", "--dry-run", "--json"]
+        _contender("warm-up dry run (untimed)", dry_run, env, console)
+        yield
+    finally:
+        subprocess.run([*lakegc, "engine", "stop"], env=env, capture_output=True, check=False)
+
+
+def _warm_runs(lake: Built, change: pa.Table, garbage: pa.Table, console: Console) -> Warm:
+    """Through a warm engine: a clean run with what the cold runs deleted written back, then an
+    incremental one after another 1 % change; each checked to delete exactly its garbage."""
+    objects, stale = pa.concat_tables([lake.objects, change]), pa.concat_tables([lake.stale, garbage])
+    write_files(lake.files.namespace, stale)
+    with warm_engine(lake.files.env(), console):
+        clean = _lakegc(lake.files, ["--clean"], stale.num_rows, console, name="lakegc clean, warm engine")
+        _check(lake.files, objects, stale)
+        second = apply_change(lake.files, CHANGE)
+        more = second.filter(pc.not_equal(second.column("reason"), ""))
+        incremental = _lakegc(
+            lake.files, [], more.num_rows, console, mode="incremental", name="lakegc incremental, warm engine"
+        )
+    _check(lake.files, pa.concat_tables([objects, second]), pa.concat_tables([stale, more]))
+    return Warm(clean, incremental, more.num_rows)
 
 
 def _why(lake: Built, console: Console) -> tuple[Measured, Measured]:
@@ -345,15 +425,22 @@ def _incremental_on(scenario: Scenario, root: Path, count: int, console: Console
     return lake.objects.num_rows, incremental
 
 
-def _side_lake(scenario: Scenario, root: Path, label: str, console: Console) -> SideLake:
-    """Build a lake, time the floor and a clean lakegc run on it, check both, remove it."""
+def _side_lake(scenario: Scenario, root: Path, label: str, console: Console, warm: bool = False) -> SideLake:
+    """Build a lake, time the floor and a clean lakegc run on it (with `warm`, the clean run again
+    through a warm engine), check each, remove it."""
     lake = _built(scenario, root, console)
     floor = _floor(lake, console, f"floor, {label}")
     _check_and_restore(lake)
     clean = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console, name=f"lakegc clean, {label}")
+    warm_run = None
+    if warm:
+        _check_and_restore(lake)
+        with warm_engine(lake.files.env(), console):
+            name = f"lakegc clean, {label}, warm engine"
+            warm_run = _lakegc(lake.files, ["--clean"], lake.stale.num_rows, console, name=name)
     _check(lake.files, lake.objects, lake.stale)
     shutil.rmtree(root)
-    return SideLake(lake.objects.num_rows, lake.stale.num_rows, floor, clean, lake.work(clean))
+    return SideLake(lake.objects.num_rows, lake.stale.num_rows, floor, clean, lake.work(clean), warm_run)
 
 
 def _built(scenario: Scenario, root: Path, console: Console) -> Built:

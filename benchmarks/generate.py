@@ -279,20 +279,28 @@ def _insert_staged(repo: Repository, branch: str, rows: list[dict]) -> None:
 
 
 def _insert_slices(repo: Repository, found: dict[str, list]) -> None:
+    """Record the slices objects were written into. A slice already recorded (a second change in
+    the same hour) was written into again just now, as a writer's slice would be: its count grows
+    and it is writable until now, so an incremental run lists it again."""
     with repo.ms.write() as conn:
-        conn.execute(
-            t.slices.insert(),
-            [
-                {
-                    "repository": repo.name,
-                    "name": name,
-                    "created_at": created,
-                    "objects": count,
-                    "writable_until": until,
-                }
-                for name, (created, count, until) in found.items()
-            ],
+        known = set(
+            conn.execute(
+                sa.select(t.slices.c.name).where(t.slices.c.repository == repo.name, t.slices.c.name.in_(list(found)))
+            ).scalars()
         )
+        new = [
+            {"repository": repo.name, "name": name, "created_at": created, "objects": count, "writable_until": until}
+            for name, (created, count, until) in found.items()
+            if name not in known
+        ]
+        if new:
+            conn.execute(t.slices.insert(), new)
+        for name in known:
+            conn.execute(
+                t.slices.update()
+                .where(t.slices.c.repository == repo.name, t.slices.c.name == name)
+                .values(objects=t.slices.c.objects + found[name][1], writable_until=utcnow())
+            )
 
 
 def _count(repo: Repository, table: sa.Table) -> int:

@@ -58,6 +58,17 @@ FIGURES = {
     "incremental_quarter_s",
     "incremental_half_s",
     "incremental_scale_ratio",
+    "clean_warm_s",
+    "ratio_clean_warm_deltars",
+    "incremental_warm_s",
+    "ratio_incremental_warm",
+    "tiny_warm_s",
+    "delta_files",
+    "delta_deltars_s",
+    "delta_lakegc_s",
+    "delta_warm_s",
+    "ratio_delta_deltars",
+    "ratio_delta_warm_deltars",
 }
 
 
@@ -115,8 +126,18 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
             "tiny_s",
             "spark_floor_s",
             "trees_verify_s",
+            "clean_warm_s",
+            "incremental_warm_s",
+            "tiny_warm_s",
+            "delta_deltars_s",
+            "delta_lakegc_s",
+            "delta_warm_s",
         )
     )
+    assert figures["ratio_incremental_warm"] == round(figures["incremental_warm_s"] / figures["lakegc_s"], 3)
+    assert figures["ratio_clean_warm_deltars"] == round(figures["clean_warm_s"] / figures["deltars_s"], 2)
+    assert figures["ratio_delta_warm_deltars"] == round(figures["delta_warm_s"] / figures["delta_deltars_s"], 2)
+    assert figures["delta_files"] == 2_000
     assert figures["ratio_floor"] == round(figures["lakegc_s"] / figures["floor_s"], 2)
     assert figures["ratio_second_clean"] == round(figures["second_clean_s"] / figures["lakegc_s"], 3)
     assert 0 < figures["spark_jobs_clean"] <= 6 and 0 < figures["spark_jobs_incremental"] <= 4
@@ -131,7 +152,16 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     assert figures["cluster_s"] is None  # only with --cluster
     assert {p.name for p in PHASES} <= set(figures["phases"]) and set(figures["phases"]) == set(figures["small_phases"])
     assert figures["work"]["candidates"] == 100 and figures["small_work"]["candidates"] == 20
-    for name in ("lakegc clean", "lakegc clean, lake / 10", "lakegc clean, tiny lake", "phases"):
+    for name in (
+        "lakegc clean",
+        "lakegc clean, lake / 10",
+        "lakegc clean, tiny lake",
+        "phases",
+        "warm engine at sc://127.0.0.1:",
+        "lakegc clean, warm engine",
+        "lakegc incremental, warm engine",
+        "lakegc clean, tiny lake, warm engine",
+    ):
         assert name in stderr
     assert "projected" in table(figures, 16)
 
@@ -152,8 +182,9 @@ def test_delta_benchmark_deletes_exactly_the_stale_files_with_both_tools(tmp_pat
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout)
     assert figures == json.loads(results.read_text())
-    assert figures["delta_rs"]["deleted"] == figures["lakegc"]["deleted"] == 100
+    assert figures["delta_rs"]["deleted"] == figures["lakegc"]["deleted"] == figures["lakegc_warm"]["deleted"] == 100
     assert figures["ratio"] == round(figures["lakegc"]["seconds"] / figures["delta_rs"]["seconds"], 2)
+    assert figures["ratio_warm"] == round(figures["lakegc_warm"]["seconds"] / figures["delta_rs"]["seconds"], 2)
 
 
 @pytest.mark.slow
