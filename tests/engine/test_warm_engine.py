@@ -460,3 +460,90 @@ def test_a_wrong_gc_every_is_one_error_line_before_anything_starts(home, every, 
     result = lakegc(home, "serve", "--engine", "--gc-every", every, "--port", str(free_port()), timeout=60)
     one_error(result, needle)
     assert warm.read_record(home.home) is None  # no engine was started for it
+
+
+@pytest.fixture
+def connect_server(tmp_path: Path) -> Iterator[str]:
+    """Spark's own Connect server, started as an operator would (`start-connect-server.sh` of the
+    installed pyspark, local[2], on a free loopback port), its Python workers this interpreter."""
+    import pyspark
+
+    sbin = Path(pyspark.__file__).parent / "sbin"
+    port = free_port()
+    environ = {
+        **os.environ,
+        "SPARK_HOME": str(sbin.parent),
+        "SPARK_PID_DIR": str(tmp_path / "pids"),
+        "SPARK_LOG_DIR": str(tmp_path / "logs"),
+        "SPARK_IDENT_STRING": f"lakegc-test-{port}",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    started = subprocess.run(
+        [
+            str(sbin / "start-connect-server.sh"),
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+        ],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 180
+        while not warm.listener_is_ours(port):
+            assert time.monotonic() < deadline, "the Connect server never listened: " + "".join(
+                p.read_text(errors="replace")[-2000:] for p in (tmp_path / "logs").glob("*")
+            )
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(sbin / "stop-connect-server.sh")], env=environ, capture_output=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_a_run_on_sparks_own_connect_server_deletes_what_a_session_of_its_own_does(tmp_path, connect_server):
+    """--remote to a server lakegc did not start (no token, another process's Spark): the same
+    objects found and deleted as by a session of the command's own, on twins of one lake."""
+    template = Env(
+        tmp_path / "template" / "home",
+        f"sqlite:///{tmp_path / 'template' / 'home' / 'lakegc.db'}",
+        tmp_path / "template",
+    )
+    keys = build_lake(template)
+    twins = {mode: clone_lake(template.home, template.namespace(), tmp_path / mode) for mode in ("own", "remote")}
+    before = set(snapshot(template.namespace()))
+    own = lakegc(twins["own"], "gc", "run", REPO, "--json")
+    remote = lakegc(twins["remote"], "gc", "run", REPO, "--remote", connect_server, "--json")
+    mine, theirs = (
+        outcome(twins["own"], before, summary_of(own, "own session"), 0),
+        outcome(twins["remote"], before, summary_of(remote, "Spark's Connect server"), 0),
+    )
+    assert theirs.deleted == mine.deleted == {keys[name] for name in EXPIRED | UNCOMMITTED}
+    assert theirs.candidates == mine.candidates and theirs.after == mine.after
+    assert USING not in remote.stderr
+
+
+def test_an_engine_that_takes_the_connection_but_never_answers_is_left_for_a_session_of_its_own(home):
+    """A stuck engine (its port open, its process alive, nothing ever answered): the command waits
+    10 s for the session, says the engine was not used and why, and runs on a Spark of its own."""
+    port = free_port()
+    stuck = subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(port)], stdout=subprocess.PIPE)
+    try:
+        assert stuck.stdout is not None and stuck.stdout.readline().strip() == b"listening"
+        write_record(home, stuck.pid, port, version=__version__)
+        make_cli(home)("repo", "create", REPO, str(home.namespace()))
+        result = lakegc(home, "gc", "run", REPO, "--dry-run", "--json", timeout=240)
+    finally:
+        stuck.kill()
+        stuck.wait()
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith(USING)
+    assert "the warm engine was not used (the spark connect server at sc://127.0.0.1:" in result.stderr.lower()
+    assert "did not answer within 10 s" in result.stderr
+    assert json.loads(result.stdout)["state"] == "marked"

@@ -217,21 +217,35 @@ def _connect(address: str, conf: dict[str, str], first_answer: float | None = No
     spark = ConnectSession.builder.channelBuilder(builder).getOrCreate()
     spark.client.set_retry_policies([_connect_retries()])
     try:
-        _within(first_answer, lambda: spark.version)  # the first call: is the session taken?
-    except PySparkException as exc:
-        raise LakegcError(f"the Spark Connect server at {shown} refused the session: {first_line(exc, 300)}") from None
-    except TimeoutError:
-        raise LakegcError(f"the Spark Connect server at {shown} did not answer within {first_answer:.0f} s") from None
-    for key, value in {**_SESSION_SQL, **conf}.items():
         try:
-            spark.conf.set(key, value)
+            _within(first_answer, lambda: spark.version)  # the first call: is the session taken?
         except PySparkException as exc:
-            refused = exc.getCondition() or first_line(exc, 200)
-            raise InvalidArgument(f"--conf {key}: the Spark Connect session refuses it ({refused})") from None
+            refused = first_line(exc, 300)
+            raise LakegcError(f"the Spark Connect server at {shown} refused the session: {refused}") from None
+        except TimeoutError:
+            raise LakegcError(
+                f"the Spark Connect server at {shown} did not answer within {first_answer:.0f} s"
+            ) from None
+        for key, value in {**_SESSION_SQL, **conf}.items():
+            try:
+                spark.conf.set(key, value)
+            except PySparkException as exc:
+                refused = exc.getCondition() or first_line(exc, 200)
+                raise InvalidArgument(f"--conf {key}: the Spark Connect session refuses it ({refused})") from None
+    except LakegcError:
+        _forget(ConnectSession)  # a command that goes on with a session of its own must not find this one
+        raise
     # What SparkSession.builder.remote() sets: PySpark's functions build Connect columns from now on.
     # Only once the session is taken, so a command that falls back to its own session stays classic.
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     return spark  # type: ignore[return-value]
+
+
+def _forget(session_class: type) -> None:
+    """Drop a Connect session that was never taken from what PySpark hands out as the default and
+    active one (its fields; PySpark has no call for it short of stopping, which waits on the server)."""
+    session_class._default_session = None  # type: ignore[attr-defined]
+    session_class._active_session.session = None  # type: ignore[attr-defined]
 
 
 def _within(seconds: float | None, call: Callable[[], object]) -> object:
