@@ -220,3 +220,55 @@ def test_a_ref_made_on_an_expiring_commit_just_before_the_deletes_start_loses_no
         else:
             assert "is deleting objects of expired commits" in outcomes[kind]
     assert summary.state is RunState.SWEPT
+
+
+def test_a_connect_run_that_fails_mid_round_keeps_its_fence_up_until_the_round_could_have_ended(
+    env: Env, spark, monkeypatch
+):
+    """On Spark Connect a client's error (the network, an interrupt) does not stop the server's
+    delete round: the run's fence must stay up until that round's deadline plus half a lease have
+    passed (a writer could otherwise bring back what the round still deletes), then come down with
+    the lease. Here a round is handed out and the client fails at once, with ROUND at 2 s."""
+    import threading
+    import time
+
+    import sqlalchemy as sa
+
+    from lakegc.metastore import schema as t
+    from lakegc.repogc import job
+    from lakegc.repogc import lease as lease_module
+
+    lake, repo, old, paths = expiring_lake(env, objects=30)
+    monkeypatch.setattr(lease_module, "ROUND", timedelta(seconds=2))
+    monkeypatch.setattr(job, "classic_context", lambda session: None)  # as a Connect session has none
+    handed: list[float] = []
+
+    def failing_sweep(*args: object, before_delete, **kwargs: object) -> None:
+        before_delete()  # a round handed to the server, which goes on alone
+        handed.append(time.monotonic())
+        raise RuntimeError("the client lost the server in the middle of a round")
+
+    monkeypatch.setattr(job, "sweep", failing_sweep)
+    fenced: list[tuple[float, int]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.1):
+            with lake.metastore.read() as conn:
+                fenced.append(
+                    (time.monotonic(), conn.execute(sa.select(sa.func.count()).select_from(t.gc_fences)).scalar())
+                )
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        with pytest.raises(Exception, match="lost the server"):
+            run_gc(lake, NAME, GcOptions(min_age=timedelta(hours=1)), spark=spark)
+        ended = time.monotonic()
+    finally:
+        stop.set()
+        watcher.join()
+    assert ended - handed[0] >= 3.5  # deadline (2 s) plus half a lease (2 s), less the check's own time
+    assert any(count for when, count in fenced if when >= handed[0] + 3.5)  # still up near the end
+    assert rows(t.gc_fences) == 0 and rows(t.gc_leases) == 0  # both released once the round cannot be going
+    assert readable(repo, old, paths)  # nothing deleted: the round here never ran

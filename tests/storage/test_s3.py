@@ -65,6 +65,26 @@ def test_deletes_go_in_batches_of_1000_and_missing_keys_count_as_deleted(bucket:
     assert bucket.keys() == {"lake2/data/s1/00001"}
 
 
+def test_no_request_leaves_after_a_rounds_deadline_and_its_keys_stay(bucket: Bucket):
+    """A delete round's deadline holds for every request the S3 client sends, its own retries
+    too (a before-send hook): past it, nothing reaches the store, the keys are reported not
+    deleted, and a move stops before its copy's delete."""
+    from lakegc.storage.deadline import sends_until
+
+    storage = open_storage(bucket.ns)
+    keys = [f"data/s1/late-{i}" for i in range(3)]
+    for key in keys:
+        bucket.put(f"lake/{key}")
+    before = bucket.faults.delete_requests
+    with sends_until(time.time() - 1):
+        deleted = storage.delete_many(keys)
+        moved = storage.move_many([(keys[0], "_lakegc/quarantine/r/" + keys[0])])
+    assert bucket.faults.delete_requests == before
+    assert not any(o.ok for o in deleted + moved) and all("deadline" in o.error for o in deleted + moved)
+    assert {f"lake/{key}" for key in keys} <= bucket.keys()
+    assert all(o.ok for o in storage.delete_many(keys))  # outside a round: as before
+
+
 def test_objects_round_trip_with_md5_checksums_and_large_ones_go_in_parts(bucket: Bucket):
     storage = open_storage(bucket.ns)
     small = storage.write("data/s/small", b"hello")

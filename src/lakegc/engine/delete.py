@@ -28,6 +28,7 @@ from lakegc.engine.columns import DELETES, ddl
 from lakegc.engine.spark import parallelism
 from lakegc.errors import InvalidArgument
 from lakegc.storage import Storage
+from lakegc.storage.deadline import sends_until
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -338,11 +339,12 @@ def _delete_batch(
             chunk, todo = todo[:size], todo[size:]
             pace.wait(len(chunk))
             started = time.monotonic()
-            outcomes = (
-                storage.delete_many(chunk)
-                if how.quarantine is None
-                else storage.move_many([(key, how.quarantine + key) for key in chunk])
-            )
+            with sends_until(how.deadline):  # the store client's own retries stop at the deadline too
+                outcomes = (
+                    storage.delete_many(chunk)
+                    if how.quarantine is None
+                    else storage.move_many([(key, how.quarantine + key) for key in chunk])
+                )
             throttled = False
             for outcome in outcomes:
                 errors[outcome.key] = outcome.error

@@ -344,6 +344,9 @@ def _sweep(
                 budget=budget,
                 quarantine=quarantine_folder(run.run_id) if window else None,
             )
+        except BaseException:
+            lease.wait_out_rounds()  # a round on a Connect server may still delete: the fence stays up till it cannot
+            raise
         finally:
             source.lower_fence(run.run_id)
         timed.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -92,10 +93,26 @@ class Lease:
         if self._thread is not None:
             self._thread.join()
         with suppress(LakegcError):  # the metastore is down: the lease runs out by itself, and the run's own
-            if self._work_until is not None and exc[0] is not None and utcnow() < self._work_until:
+            if self._work_until is not None and exc[0] is not None and utcnow() < self._work_until + ROUND:
                 self._hold_until(self._work_until + ROUND)  # a round on the server may still be deleting
             else:
                 self.release()  # error matters more
+
+    def wait_out_rounds(self) -> None:
+        """After a run failed: return once no delete round it handed to a Spark Connect server could
+        still be going (its deadline plus half a lease, at most about a minute; at once for a run on
+        its own Spark, whose jobs ended with the error). What waits on this (the fence coming down)
+        must not happen sooner, so an interrupt does not cut the wait short; a kill leaves the fence
+        up and the lease to run out, which is safe."""
+        if self._work_until is None:
+            return
+        until = self._work_until + ROUND
+        while (left := (until - utcnow()).total_seconds()) > 0:
+            try:
+                time.sleep(min(left, 1.0))
+            except KeyboardInterrupt:
+                continue
+        self._work_until = None  # nothing it started can be deleting now: the lease may be released
 
     def deadline(self) -> float:
         """Until when (epoch seconds) a delete round starting now may send requests: the lease, just

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lakegc.errors import LakegcError, NamespaceError, ObjectNotFound, first_line
 from lakegc.storage.base import DeleteOutcome, ObjectInfo, check_key, listing_batch
+from lakegc.storage.deadline import LateRequest, refuse_late
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,6 +93,7 @@ def s3_client(settings: S3Settings) -> S3Client:
                 aws_secret_access_key=settings.secret_access_key,
                 aws_session_token=settings.session_token,
             )
+            client.meta.events.register("before-send.s3", refuse_late)  # no request after a round's deadline
         return client
 
 
@@ -292,7 +294,7 @@ class S3Storage:
             answer = self.client.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in full_keys], "Quiet": True}
             )
-        except (BotoCoreError, ClientError) as exc:
+        except (BotoCoreError, ClientError, LateRequest) as exc:
             return [DeleteOutcome(k[start:], False, describe(exc)) for k in full_keys]
         failed = {e["Key"]: f"{e.get('Code', '?')}: {e.get('Message', '')}".strip() for e in answer.get("Errors", ())}
         return [DeleteOutcome(k[start:], k not in failed, failed.get(k)) for k in full_keys]
@@ -308,7 +310,7 @@ class S3Storage:
         for key, destination in moves:
             try:
                 outcome = self._copy_for_move(key, destination)
-            except LakegcError as exc:  # an invalid key, or the store failing for this one: recorded
+            except (LakegcError, LateRequest) as exc:  # an invalid key, the store failing, the round's end: recorded
                 outcome = DeleteOutcome(key, False, str(exc))
             if outcome is None:
                 copied.append(key)
