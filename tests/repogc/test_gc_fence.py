@@ -252,12 +252,13 @@ def test_a_connect_run_that_fails_mid_round_keeps_its_fence_up_until_the_round_c
     fenced: list[tuple[float, int]] = []
     stop = threading.Event()
 
+    def rows(table: sa.Table) -> int:
+        with lake.metastore.read() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(table)).scalar()
+
     def watch() -> None:
         while not stop.wait(0.1):
-            with lake.metastore.read() as conn:
-                fenced.append(
-                    (time.monotonic(), conn.execute(sa.select(sa.func.count()).select_from(t.gc_fences)).scalar())
-                )
+            fenced.append((time.monotonic(), rows(t.gc_fences)))
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
