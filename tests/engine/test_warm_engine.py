@@ -27,6 +27,7 @@ from test_spark_cluster import EXPIRED, REPO, UNCOMMITTED, Outcome, build_lake, 
 
 from lakegc import __version__
 from lakegc.engine import warm
+from lakegc.errors import LakegcError
 from lakegc.timeutil import utcnow
 
 USING = "using the warm engine at sc://127.0.0.1:"
@@ -181,14 +182,14 @@ def home(tmp_path: Path) -> Env:
     return env
 
 
-def write_record(env: Env, pid: int, port: int, version: str = "0", token: str = "t") -> Path:
-    """A record as an engine writes it (this user's, 0600)."""
+def write_record(
+    env: Env, pid: int, port: int, version: str = "0", token: str = "t", environment: str | None = None
+) -> Path:
+    """A record as an engine writes it (this user's, 0600), started from this environment unless said."""
     record = env.home / warm.RECORD
-    record.write_text(
-        json.dumps(
-            {"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": version, "token": token}
-        )
-    )
+    fields = {"port": port, "pid": pid, "started_at": "2026-01-01T00:00:00+00:00", "version": version}
+    fields |= {"token": token, "environment": warm.storage_environment() if environment is None else environment}
+    record.write_text(json.dumps(fields))
     record.chmod(0o600)
     return record
 
@@ -213,15 +214,36 @@ def test_a_record_that_is_not_ours_alone_is_no_engine(home, tmp_path, planted):
     assert lakegc(home, "engine", "stop").stdout.strip() == "engine: not running"
 
 
-def test_an_engine_of_another_version_is_not_used_and_says_why(home, capsys):
-    """Its Python workers import that version's lakegc: a run there would not be this one's."""
+@pytest.mark.parametrize(
+    ("version", "environment", "said"),
+    [
+        ("0.0.1", None, "it runs lakegc 0.0.1, this is"),  # its workers import that version's lakegc
+        (
+            __version__,
+            "another shell's",
+            "it was started with other storage settings",
+        ),  # its executors are another identity
+    ],
+)
+def test_an_engine_unfit_for_the_command_is_not_used_and_says_why(
+    home, capsys, monkeypatch, version, environment, said
+):
+    """An engine of another lakegc version, or started where storage settings differ (another
+    AWS_PROFILE or endpoint: the marker checked on one store, keys deleted on another), is not
+    used; given by --remote it is an error."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        write_record(home, os.getpid(), listener.getsockname()[1], version="0.0.1")
+        port = listener.getsockname()[1]
+        write_record(home, os.getpid(), port, version=version, environment=environment)
+        monkeypatch.setenv("LAKEGC_HOME", str(home.home))
         assert warm.running(home.home) is None
-    err = capsys.readouterr().err
-    assert "runs lakegc 0.0.1, this is" in err and "lakegc engine stop" in err
+        err = capsys.readouterr().err
+        assert f"the warm engine at sc://127.0.0.1:{port} is not used: {said}" in err
+        from lakegc.engine.spark import _engine_at
+
+        with pytest.raises(LakegcError, match=said):
+            _engine_at(port)
 
 
 def test_the_token_never_reaches_a_listener_that_is_not_ours(home):

@@ -295,12 +295,19 @@ def _connect_retries() -> object:
 
 
 def _engine_at(port: int) -> warm.Engine | None:
-    """The warm engine recorded under `LAKEGC_HOME`, when it listens on `port` and is ours."""
+    """The warm engine recorded under `LAKEGC_HOME`, when it listens on `port` and is ours; an
+    engine there that is not fit for this command (`warm.unfit`) is an error."""
     from lakegc.engine import warm
+    from lakegc.errors import LakegcError
     from lakegc.settings import lakegc_home
 
     engine = warm.read_record(lakegc_home())
-    return engine if engine is not None and engine.port == port and warm.answers(engine) else None
+    if engine is None or engine.port != port or not warm.answers(engine):
+        return None
+    why = warm.unfit(engine)
+    if why is not None:
+        raise LakegcError(f"the warm engine at {engine.url} is not used: {why}")
+    return engine
 
 
 def _shown(address: str) -> str:

@@ -63,6 +63,7 @@ class Engine:
     started_at: str
     version: str
     token: str = field(repr=False)
+    environment: str = ""  # `storage_environment()` of the shell that started it
 
     @property
     def url(self) -> str:
@@ -125,22 +126,49 @@ def listener_is_ours(port: int) -> bool:
 
 
 def running(home: Path) -> Engine | None:
-    """The engine to use: recorded under `home`, this lakegc's version, answering now; else None.
-    An engine of another version is said on stderr and left alone (its workers import that
-    version's lakegc: a run there would not be this one's)."""
-    from lakegc import __version__
-
+    """The engine to use: recorded under `home`, answering now, and fit for this command (`unfit`);
+    else None. An unfit engine is said on stderr and left alone."""
     engine = read_record(home)
     if engine is None or not answers(engine):
         return None
-    if engine.version != __version__:
-        print(
-            f"the warm engine at {engine.url} runs lakegc {engine.version}, this is {__version__}: not used "
-            "(lakegc engine stop, then lakegc engine start)",
-            file=sys.stderr,
-        )
+    why = unfit(engine)
+    if why is not None:
+        print(f"the warm engine at {engine.url} is not used: {why}", file=sys.stderr)
         return None
     return engine
+
+
+def unfit(engine: Engine) -> str | None:
+    """Why a run of this command must not go to `engine`, or None. Its Python workers import the
+    lakegc it started with (another version's run would not be this one's), and its executors reach
+    storage with the credentials and endpoints of the shell that started it: a command whose
+    storage settings differ would check one store's marker and have another's keys deleted."""
+    from lakegc import __version__
+
+    if engine.version != __version__:
+        return f"it runs lakegc {engine.version}, this is {__version__} (lakegc engine stop, then lakegc engine start)"
+    if engine.environment != storage_environment():
+        return "it was started with other storage settings (AWS_* variables or AWS config files): start it from here"
+    return None
+
+
+def storage_environment() -> str:
+    """A digest of what decides where and as whom the executors reach storage: the AWS_* variables
+    and the AWS config and credentials files they name (or the default ones)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(k for k in os.environ if k.startswith("AWS_")):
+        digest.update(f"{name}={os.environ[name]}\0".encode())
+    aws = Path.home() / ".aws"
+    for variable, default in (
+        ("AWS_CONFIG_FILE", aws / "config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", aws / "credentials"),
+    ):
+        with contextlib.suppress(OSError):
+            digest.update(Path(os.environ.get(variable) or default).read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def note_use(home: Path, what: str) -> None:
@@ -270,7 +298,7 @@ def serve(home: Path, port: int, conf: dict[str, str]) -> None:
     os.environ[_SPARK_TOKEN_ENV] = token  # for the JVM about to start: its environment, not its command line
     spark = spark_session("local[*]", session_conf(port, conf))
     spark.range(1).count()  # the JVM's first query compiled before the first command comes
-    engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__, token)
+    engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__, token, storage_environment())
     tmp = record_path(home).with_name(f"{RECORD}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:  # the token's owner only
