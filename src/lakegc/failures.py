@@ -46,9 +46,7 @@ def describe(classes: Sequence[str], text: str, *, jvm_gone: bool = False) -> st
     if _TRACEBACK in text:  # a Python worker's traceback: its last exception is the cause
         return _cut(_python_error(text.rsplit(_TRACEBACK, 1)[1]) + ON_EXECUTOR)
     if classes and classes[0] == _CONNECT_GRPC and _CONNECTION_LOST.search(text):  # gRPC's multi-line dump
-        return (
-            "the Spark Connect server went away (StatusCode.UNAVAILABLE): a stopped or crashed engine, or the network"
-        )
+        return _CONNECT_GONE
     lost = _LOST_TASK.search(text)
     if lost:  # a task Spark gave up on, with the error of its last attempt
         return _cut(_java_error(lost["rest"]) + ON_EXECUTOR)

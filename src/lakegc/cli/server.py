@@ -64,10 +64,13 @@ def serve(
         raise InvalidArgument(f"--gc-every {gc_every}: a schedule needs a positive duration (1h)")
     lake.metastore.ensure_schema()
     app = create_app(lake, [normalize_location(prefix) for prefix in external])
-    engine_url, started = _warm_engine() if engine else (None, False)
-    if started:  # uvicorn re-raises the signal that stopped it once shut down: as an exit, so `finally` runs
+    engine_url, started = _warm_engine() if engine else (None, None)
+    if (
+        started is not None
+    ):  # uvicorn re-raises the signal that stopped it once shut down: as an exit, so `finally` runs
         signal.signal(signal.SIGTERM, _exit_on_term)
     output.say(f"lakegc serve: lakeFS API at http://{host}:{port}/api/v1 (Ctrl-C stops)", err=True)
+    schedule = None
     try:
         if every is not None:
             from lakegc.server.schedule import start_schedule
@@ -75,34 +78,46 @@ def serve(
 
             settings = load_settings()
             master, min_age = engine_url or settings.master(None), parse_duration(settings.gc.min_age)
-            start_schedule(lake, every, master, min_age, lambda line: output.say(line, err=True))
+            say = lambda line: output.say(line, err=True)  # noqa: E731
+            schedule = start_schedule(lake, every, master, min_age, settings.spark_conf(None), say)
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
-        if started:
-            _stop_engine()
+        if schedule is not None:
+            schedule.stop()  # the round under way ends before its engine does
+        if started is not None:
+            _stop_engine(started)
 
 
 def _exit_on_term(*_: object) -> None:
     raise SystemExit(128 + signal.SIGTERM)
 
 
-def _stop_engine() -> None:
+def _stop_engine(pid: int) -> None:
+    """Stop the engine this server started, if the record still names it (not one started since)."""
     from lakegc.engine import warm
     from lakegc.settings import lakegc_home
 
-    warm.stop(lakegc_home())
+    record = warm.read_record(lakegc_home())
+    if record is not None and record.pid == pid:
+        warm.stop(lakegc_home())
 
 
-def _warm_engine() -> tuple[str, bool]:
-    """The running warm engine's address, or one started now; and whether it was started here
-    (then the server stops it when it stops)."""
+def _warm_engine() -> tuple[str, int | None]:
+    """The running warm engine's address, or one started now; and the pid of the one started here
+    (the server stops it when it stops), else None."""
     from lakegc.engine import warm
     from lakegc.settings import lakegc_home
 
     home = lakegc_home()
-    engine, started = warm.running(home), False
+    engine, started = warm.running(home), None
     if engine is None:
         output.say("lakegc serve: starting the warm engine (Spark, once)", err=True)
-        engine, started = warm.start(home, None, {}), True
+        try:
+            engine = warm.start(home, None, {})
+            started = engine.pid
+        except InvalidArgument:  # another `engine start` won the race: use that one
+            engine = warm.running(home)
+            if engine is None:
+                raise
     output.say(f"lakegc serve: GC runs on the warm engine at {engine.url}", err=True)
     return engine.url, started

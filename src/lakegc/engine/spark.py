@@ -122,7 +122,7 @@ def _begin(master: str | None, conf: dict[str, str]) -> Callable[[], SparkSessio
     engine if one answers (said on stderr), falling back to a session of our own if it does not
     take this one at once; else a session of our own."""
     if master is not None and master.startswith("sc://"):
-        return lambda: _connect(master, conf)
+        return lambda: _connect(master, conf, first_answer=_REMOTE_FIRST_ANSWER)
     engine = None if master is not None or conf.get("spark.master") else _warm_engine()
     if engine is None:
         launch = _prepare(master, conf)
@@ -141,6 +141,7 @@ def _begin(master: str | None, conf: dict[str, str]) -> Callable[[], SparkSessio
 
 
 _WARM_FIRST_ANSWER = 10.0  # seconds a warm engine has to take a session before a command starts its own
+_REMOTE_FIRST_ANSWER = 120.0  # seconds a server given by address has (a serverless one may start first)
 
 
 def _warm_engine() -> warm.Engine | None:
@@ -214,8 +215,9 @@ def _connect(address: str, conf: dict[str, str], first_answer: float | None = No
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    spark = ConnectSession.builder.channelBuilder(builder).getOrCreate()
-    spark.client.set_retry_policies([_connect_retries()])
+    _forget(ConnectSession)  # a new session for this address and token, never one made earlier for another
+    spark = ConnectSession.builder.channelBuilder(builder).create()
+    spark.client.set_retry_policies([_connect_retries(port if host in ("127.0.0.1", "localhost") else None)])
     try:
         try:
             _within(first_answer, lambda: spark.version)  # the first call: is the session taken?
@@ -242,8 +244,9 @@ def _connect(address: str, conf: dict[str, str], first_answer: float | None = No
 
 
 def _forget(session_class: type) -> None:
-    """Drop a Connect session that was never taken from what PySpark hands out as the default and
-    active one (its fields; PySpark has no call for it short of stopping, which waits on the server)."""
+    """Drop a Connect session from what PySpark hands out as the default and active one (its
+    fields; PySpark has no call for it short of stopping, which waits on the server): one never
+    taken, or one made earlier, which `getOrCreate` would hand back whatever address was asked."""
     session_class._default_session = None  # type: ignore[attr-defined]
     session_class._active_session.session = None  # type: ignore[attr-defined]
 
@@ -285,13 +288,22 @@ def _default(address: str) -> object:
     return DefaultChannelBuilder(address)
 
 
-def _connect_retries() -> object:
+def _connect_retries(loopback_port: int | None = None) -> object:
     """How long a Connect client keeps retrying a server that went away: about 15 s (five retries,
     backing off to 5 s), not Connect's default of ten minutes, so a run whose engine died fails
-    (and is recorded failed) instead of hanging."""
+    (and is recorded failed) instead of hanging. On loopback, a retry goes only to a listener that
+    is still this user's: after the engine's JVM dies its port is anyone's, and a resent plan
+    carries the run's storage settings."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    return DefaultPolicy(max_retries=5, max_backoff=5000)
+    from lakegc.engine import warm
+
+    class Retries(DefaultPolicy):
+        def can_retry(self, exception: BaseException) -> bool:
+            ours = loopback_port is None or warm.listener_is_ours(loopback_port)
+            return ours and super().can_retry(exception)
+
+    return Retries(max_retries=5, max_backoff=5000)
 
 
 def _engine_at(port: int) -> warm.Engine | None:

@@ -50,6 +50,7 @@ USES = "engine-uses.log"  # one line per command that ran on the engine: what `s
 DEFAULT_PORT = 15002  # Spark Connect's own
 _MODULE = "lakegc.engine.warm"
 _TOKEN_ENV = "LAKEGC_ENGINE_TOKEN"  # how `start` hands the engine process its token
+_CONF_ENV = "LAKEGC_ENGINE_CONF"  # and its session's --conf (JSON), never on its command line
 _SPARK_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # what Spark Connect's server reads it from
 _ANSWER_SECONDS = 0.5  # how long a command waits for the engine's port before starting its own session
 
@@ -216,8 +217,8 @@ def _start(home: Path, port: int | None, conf: dict[str, str], wait_seconds: flo
     if not _port_free(chosen):
         raise InvalidArgument(f"port {chosen} on 127.0.0.1 is in use: choose another with --port")
     record_path(home).unlink(missing_ok=True)
-    command = [sys.executable, "-m", _MODULE, str(chosen), json.dumps(conf)]
-    environ = {**os.environ, _TOKEN_ENV: secrets.token_urlsafe(32)}
+    command = [sys.executable, "-m", _MODULE, str(chosen)]  # the conf by the environment: it may hold secrets
+    environ = {**os.environ, _TOKEN_ENV: secrets.token_urlsafe(32), _CONF_ENV: json.dumps(conf)}
     log_fd = os.open(home / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     with os.fdopen(log_fd, "ab") as log:
         proc = subprocess.Popen(
@@ -364,4 +365,4 @@ def _last_line(path: Path) -> str:
 if __name__ == "__main__":
     from lakegc.settings import lakegc_home
 
-    serve(lakegc_home(), int(sys.argv[1]), json.loads(sys.argv[2]))
+    serve(lakegc_home(), int(sys.argv[1]), json.loads(os.environ.pop(_CONF_ENV, "{}")))

@@ -35,32 +35,50 @@ class Outcome:
         return f"lakegc serve: gc {self.repository}: {self.state}, {self.deleted} deleted (run {self.run_id})"
 
 
-def gc_round(lake: Lake, master: str | None, min_age: timedelta) -> list[Outcome]:
+def gc_round(lake: Lake, master: str | None, min_age: timedelta, conf: dict[str, str]) -> list[Outcome]:
     """Collect every repository once, in name order; a failure is one repository's outcome."""
     from lakegc.repogc.job import GcOptions, run_gc
 
     outcomes = []
     for info in sorted(lake.repositories(), key=lambda r: r.name):
         try:
-            run = run_gc(lake, info.name, GcOptions(min_age=min_age, master=master))
+            run = run_gc(lake, info.name, GcOptions(min_age=min_age, master=master, conf=conf))
             outcomes.append(Outcome(info.name, run.run_id, str(run.state), run.num_deleted))
         except Exception as exc:  # noqa: BLE001 - one repository's failure never stops the schedule
             outcomes.append(Outcome(info.name, None, "failed", error=cause(exc)))
     return outcomes
 
 
+@dataclass
+class Schedule:
+    """The thread running the rounds; `stop()` lets the round under way finish (a run is never cut
+    off by the server stopping: its lease and fence end as a run's do) within `wait` seconds."""
+
+    thread: threading.Thread
+    stopping: threading.Event
+
+    def stop(self, wait: float = 300) -> None:
+        self.stopping.set()
+        self.thread.join(wait)
+
+
 def start_schedule(
-    lake: Lake, every: timedelta, master: str | None, min_age: timedelta, say: Callable[[str], None]
-) -> threading.Event:
-    """Run `gc_round` now and then every `every` in a daemon thread; set the returned event to stop
-    it after the round under way."""
-    stop = threading.Event()
+    lake: Lake,
+    every: timedelta,
+    master: str | None,
+    min_age: timedelta,
+    conf: dict[str, str],
+    say: Callable[[str], None],
+) -> Schedule:
+    """Run `gc_round` now and then every `every` in a thread of its own."""
+    stopping = threading.Event()
 
     def loop() -> None:
-        while not stop.is_set():
-            for outcome in gc_round(lake, master, min_age):
+        while not stopping.is_set():
+            for outcome in gc_round(lake, master, min_age, conf):
                 say(outcome.line())
-            stop.wait(every.total_seconds())
+            stopping.wait(every.total_seconds())
 
-    threading.Thread(target=loop, name="lakegc-gc-schedule", daemon=True).start()
-    return stop
+    thread = threading.Thread(target=loop, name="lakegc-gc-schedule", daemon=True)
+    thread.start()
+    return Schedule(thread, stopping)
