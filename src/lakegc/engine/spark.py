@@ -313,11 +313,8 @@ def _engine_at(port: int) -> warm.Engine | None:
     from lakegc.errors import LakegcError
     from lakegc.settings import lakegc_home
 
-    engine = warm.read_record(lakegc_home())
-    if engine is None or engine.port != port or not warm.answers(engine):
-        return None
-    why = warm.unfit(engine)
-    if why is not None:
+    engine, why = warm.find(lakegc_home(), port)
+    if engine is not None and why is not None:
         raise LakegcError(f"the warm engine at {engine.url} is not used: {why}")
     return engine
 

@@ -126,14 +126,20 @@ def listener_is_ours(port: int) -> bool:
     return False
 
 
-def running(home: Path) -> Engine | None:
-    """The engine to use: recorded under `home`, answering now, and fit for this command (`unfit`);
-    else None. An unfit engine is said on stderr and left alone."""
+def find(home: Path, port: int | None = None) -> tuple[Engine | None, str | None]:
+    """The engine recorded under `home` (listening on `port`, when given) that answers now, and why
+    this command must not use it (`unfit`, None if it may); (None, None) when there is none."""
     engine = read_record(home)
-    if engine is None or not answers(engine):
-        return None
-    why = unfit(engine)
-    if why is not None:
+    if engine is None or (port is not None and engine.port != port) or not answers(engine):
+        return None, None
+    return engine, unfit(engine)
+
+
+def running(home: Path) -> Engine | None:
+    """The engine a command uses when it names no Spark: found and fit; else None. An unfit engine
+    is said on stderr and left alone."""
+    engine, why = find(home)
+    if engine is not None and why is not None:
         print(f"the warm engine at {engine.url} is not used: {why}", file=sys.stderr)
         return None
     return engine
