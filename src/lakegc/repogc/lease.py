@@ -92,11 +92,12 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        with suppress(LakegcError):  # the metastore is down: the lease runs out by itself, and the run's own
+        # A metastore that is down is suppressed: the lease runs out by itself, and the run's own error matters more.
+        with suppress(LakegcError):
             if self._work_until is not None and exc[0] is not None and utcnow() < self._work_until + ROUND:
                 self._hold_until(self._work_until + ROUND)  # a round on the server may still be deleting
             else:
-                self.release()  # error matters more
+                self.release()
 
     def wait_out_rounds(self) -> None:
         """After a run failed: return once no delete round it handed to a Spark Connect server could
@@ -124,7 +125,7 @@ class Lease:
         until = now + ROUND
         if self.elsewhere:
             with self.ms.write() as conn:
-                conn.execute(self._mine().values(work_until=until))
+                conn.execute(t.gc_leases.update().where(self._row()).values(work_until=until))
             self._work_until = until
         return until.timestamp()
 
@@ -170,33 +171,24 @@ class Lease:
 
     def release(self) -> None:
         with self.ms.write() as conn:
-            conn.execute(
-                t.gc_leases.delete().where(
-                    t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id
-                )
-            )
+            conn.execute(t.gc_leases.delete().where(self._row()))
 
-    def _mine(self) -> sa.Update:
-        return t.gc_leases.update().where(
-            t.gc_leases.c.repository == self.repository, t.gc_leases.c.run_id == self.run_id
-        )
+    def _row(self) -> sa.ColumnElement[bool]:
+        """This lease's row: its repository's, as long as this run holds it."""
+        return (t.gc_leases.c.repository == self.repository) & (t.gc_leases.c.run_id == self.run_id)
 
     def _hold_until(self, until: datetime) -> None:
         """Leave the lease to run out at `until` instead of releasing it: what a failed run on a
         Spark Connect server does while a delete round it started may still be going there."""
         with self.ms.write() as conn:
-            conn.execute(self._mine().values(expires_at=until))
+            conn.execute(t.gc_leases.update().where(self._row()).values(expires_at=until))
 
     def _renew(self) -> None:
         now = utcnow()
         with self.ms.write() as conn:
             renewed = conn.execute(
                 t.gc_leases.update()
-                .where(
-                    t.gc_leases.c.repository == self.repository,
-                    t.gc_leases.c.run_id == self.run_id,
-                    t.gc_leases.c.expires_at > now,
-                )
+                .where(self._row(), t.gc_leases.c.expires_at > now)
                 .values(renewed_at=now, expires_at=now + LEASE_TTL)
             ).rowcount
         if not renewed:
