@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from lakegc.engine.collector import RunOptions
+from lakegc.engine.delete import Budget
 from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.runs import FolderRunLog, MetastoreRunLog, Run, RunFolder
 from lakegc.errors import InvalidArgument
@@ -132,7 +134,6 @@ def gc(
     `quarantine_days`); `max_deletes` and `max_delete_rate` (objects a second) bound the sweep,
     which then leaves the run `sweeping` for `sweep` to continue. Returns the run's record, also
     when nothing was deleted; a failed run raises (its record says `failed` and why)."""
-    from lakegc.engine.delete import Budget
     from lakegc.repogc.job import GcOptions, run_gc
 
     settings = load_settings()
@@ -235,7 +236,6 @@ def sweep(
     """Delete the candidates of a run marked with `mark_only`, re-checking each first, or go on
     with a run whose sweep stopped (a budget, a crash, objects the store would not delete).
     `run_id` may be a prefix only that run's id has."""
-    from lakegc.engine.delete import Budget
     from lakegc.repogc.job import sweep_run
 
     settings = load_settings()
@@ -444,6 +444,8 @@ def iceberg_gc(
     orphan_min_age: Duration = "3d",
     prefix_mismatch: str = "error",
     dry_run: bool = False,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
@@ -457,27 +459,20 @@ def iceberg_gc(
     `history.expire.max-snapshot-age-ms` / `min-snapshots-to-keep`, else 5 days and 1; a branch's
     own settings replace them), then delete files under their
     locations that no table of any configured catalog references and that are older than
-    `orphan_min_age`."""
+    `orphan_min_age`. `max_deletes` / `max_delete_rate` budget the deletes: a run stopped short
+    says so (`num_stopped`), and the next run deletes the rest."""
     from lakegc.connectors.iceberg.gc import IcebergGcOptions, run_iceberg_gc
     from lakegc.connectors.iceberg.paths import PrefixMismatch
 
-    settings = load_settings()
     try:
         mismatch = PrefixMismatch(prefix_mismatch)
     except ValueError:
         raise InvalidArgument(f"invalid prefix mismatch mode {prefix_mismatch!r}: error, ignore or delete") from None
     options = IcebergGcOptions(
-        duration(older_than) if older_than is not None else None,
-        retain_last,
-        duration(orphan_min_age),
-        mismatch,
-        dry_run,
-        runs_location,
-        settings.master(master, remote),
-        settings.spark_conf(conf),
-        metastore,
+        duration(older_than) if older_than is not None else None, retain_last, duration(orphan_min_age), mismatch
     )
-    return run_iceberg_gc(catalog, list(tables), options, progress, spark=spark)
+    given = _run_options(dry_run, runs_location, metastore, master, remote, conf, max_deletes, max_delete_rate)
+    return run_iceberg_gc(catalog, list(tables), options, given, progress, spark=spark)
 
 
 def catalog_gc(
@@ -487,6 +482,8 @@ def catalog_gc(
     objectstore_cutoff: Duration = "14d",
     parquetfile_cutoff: Duration = "14d",
     dry_run: bool = False,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
     runs_location: str | None = None,
     metastore: str | None = None,
     master: str | None = None,
@@ -497,20 +494,13 @@ def catalog_gc(
 ) -> Run:
     """IOx-style GC of `store` against the `parquet_file` table of the catalog database `catalog`
     (a SQLAlchemy URL): hard-delete rows soft-deleted before now - `parquetfile_cutoff`, delete
-    objects older than now - `objectstore_cutoff` that no row names."""
+    objects older than now - `objectstore_cutoff` that no row names. `max_deletes` /
+    `max_delete_rate` budget the object deletes, as for every collector."""
     from lakegc.connectors.catalog import CatalogGcOptions, run_catalog_gc
 
-    settings = load_settings()
-    options = CatalogGcOptions(
-        duration(objectstore_cutoff),
-        duration(parquetfile_cutoff),
-        dry_run,
-        runs_location,
-        settings.master(master, remote),
-        settings.spark_conf(conf),
-        metastore,
-    )
-    return run_catalog_gc(catalog, store, options, progress, spark=spark)
+    options = CatalogGcOptions(duration(objectstore_cutoff), duration(parquetfile_cutoff))
+    given = _run_options(dry_run, runs_location, metastore, master, remote, conf, max_deletes, max_delete_rate)
+    return run_catalog_gc(catalog, store, options, given, progress, spark=spark)
 
 
 def _connector_log(kind: str, runs_location: str | None) -> FolderRunLog:
@@ -542,13 +532,25 @@ def delta_gc(
     `force`), keeping the files of `keep_versions` too. `max_deletes` / `max_delete_rate` budget
     the deletes: a run stopped short says so (`num_stopped`), and the next run deletes the rest."""
     from lakegc.connectors.delta.gc import DeltaGcOptions, run_delta_gc
-    from lakegc.engine.delete import Budget
 
+    options = DeltaGcOptions(duration(retention) if retention is not None else None, tuple(keep_versions), force)
+    given = _run_options(dry_run, runs_location, metastore, master, remote, conf, max_deletes, max_delete_rate)
+    return run_delta_gc(location, options, given, progress, spark=spark)
+
+
+def _run_options(
+    dry_run: bool,
+    runs_location: str | None,
+    metastore: str | None,
+    master: str | None,
+    remote: str | None,
+    conf: dict[str, str] | None,
+    max_deletes: int | None = None,
+    max_delete_rate: float | None = None,
+) -> RunOptions:
+    """A connector run's own options, with the settings' Spark master and conf."""
     settings = load_settings()
-    options = DeltaGcOptions(
-        duration(retention) if retention is not None else None,
-        tuple(keep_versions),
-        force,
+    return RunOptions(
         dry_run,
         runs_location,
         settings.master(master, remote),
@@ -556,7 +558,6 @@ def delta_gc(
         metastore,
         Budget(max_deletes, max_delete_rate),
     )
-    return run_delta_gc(location, options, progress, spark=spark)
 
 
 def delta_files(run_id: str, *, runs_location: str | None = None, spark: SparkSession | None = None) -> Iterator[str]:

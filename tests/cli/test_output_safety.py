@@ -21,7 +21,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import PROGRESS, CliResult, Env, age_objects, one_error
 
-from lakegc.engine.runs import MetastoreRunLog, Recorder, Run, RunState
+from lakegc.engine.recorder import Recorder
+from lakegc.engine.runs import MetastoreRunLog, Run, RunState
 from lakegc.failures import cause, describe
 from lakegc.metastore import sql_url
 from lakegc.redact import mask_secrets, printable

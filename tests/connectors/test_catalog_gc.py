@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from conftest import Bucket, CliResult, Env, one_error
 
 from lakegc.connectors.catalog import classify, epoch_ns
+from lakegc.engine.collector import RunOptions
 from lakegc.metastore import sql_url
 from lakegc.timeutil import utcnow
 
@@ -265,7 +266,9 @@ def test_a_row_written_during_the_run_protects_its_object(small, tmp_path: Path,
         if name == "re-checking the candidates":
             world.add_row(orphan, None)
 
-    run = run_catalog_gc(url, str(store), CatalogGcOptions(runs_location=str(tmp_path / "runs")), phase, spark)
+    run = run_catalog_gc(
+        url, str(store), CatalogGcOptions(), RunOptions(runs_location=str(tmp_path / "runs")), phase, spark
+    )
     assert run.num_candidates == 1 and run.num_deleted == 0
     assert (store / "1" / "2" / f"{orphan}.parquet").exists()
 

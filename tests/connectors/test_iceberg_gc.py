@@ -27,6 +27,7 @@ from conftest import CliResult, one_error
 
 from lakegc.connectors.iceberg.expire import Ref, Snap, expiry
 from lakegc.connectors.iceberg.paths import Location, hidden, overlap, parse_location, within
+from lakegc.engine.collector import RunOptions
 
 Cli = Callable[..., CliResult]
 DAY = 86_400_000
@@ -511,8 +512,8 @@ def test_a_snapshot_a_tag_saves_while_the_expiry_commits_labels_none_of_its_file
 
     gone = {s["S1"], s["S3"], s["S4"]}
     expected = dict.fromkeys(named_by(t, gone) - named_by(t, {s["S2"], s["S5"]}), "expired")
-    options = IcebergGcOptions(older_than=timedelta(days=5), runs_location=str(tmp_path / "runs"))
-    run = run_iceberg_gc("lake", ["ns.t"], options, phase)
+    options = IcebergGcOptions(older_than=timedelta(days=5))
+    run = run_iceberg_gc("lake", ["ns.t"], options, RunOptions(runs_location=str(tmp_path / "runs")), phase)
     assert snapshot_ids(t) == {s["S2"], s["S5"]} and run.details["snapshots expired"] == 3
     assert deleted_of({"location": run.location}) == expected and run.candidates_by_reason == {"expired": len(expected)}
     assert sorted(t.refresh().scan(snapshot_id=s["S2"]).to_arrow().column("id").to_pylist()) == [1, 2, 3]
@@ -757,8 +758,7 @@ def test_a_file_committed_while_the_run_marks_is_not_deleted(lake: Lake, tmp_pat
         if name == "re-reading the catalog":
             lake.catalog.load_table("ns.t").add_files([late.as_uri()])
 
-    options = IcebergGcOptions(runs_location=str(tmp_path / "runs"))
-    run = run_iceberg_gc("lake", ["ns.t"], options, phase)
+    run = run_iceberg_gc("lake", ["ns.t"], IcebergGcOptions(), RunOptions(runs_location=str(tmp_path / "runs")), phase)
     assert run.num_candidates == 1 and run.num_deleted == 0
     assert run.details["tables changed during the run"] == "ns.t"
     assert late.exists() and ids(t) == [1, 7]

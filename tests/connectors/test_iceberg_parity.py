@@ -40,6 +40,7 @@ from test_iceberg_gc import (
 
 from lakegc.connectors.iceberg.expire import Expiry, Ref, Snap, expiry
 from lakegc.connectors.iceberg.paths import hidden, owners_partition_fields
+from lakegc.engine.collector import RunOptions
 
 Cli = Callable[..., CliResult]
 HOUR = DAY // 24
@@ -397,8 +398,8 @@ def test_an_aged_off_ref_that_moves_while_the_expiry_commits_is_kept(lake: Lake,
             writer.append(rows(40), branch="side")
             moved.append(writer.refresh().metadata.refs["side"].snapshot_id)
 
-    options = IcebergGcOptions(older_than=timedelta(days=5), runs_location=str(tmp_path / "runs"))
-    run = run_iceberg_gc("lake", ["ns.t"], options, phase)
+    options = IcebergGcOptions(older_than=timedelta(days=5))
+    run = run_iceberg_gc("lake", ["ns.t"], options, RunOptions(runs_location=str(tmp_path / "runs")), phase)
     assert refs_of(t)["side"] == moved[0] and run.details["refs expired"] == 0
     assert run.details["tables"][0]["refs expired"] == []
     assert scan_ids(t, moved[0]) == [1, 2, 3, 40]
@@ -422,7 +423,7 @@ def test_retention_settings_changed_while_the_expiry_commits_make_another_plan(l
             with lake.catalog.load_table("ns.t").transaction() as tx:
                 tx.set_properties({"history.expire.min-snapshots-to-keep": "3"})
 
-    run = run_iceberg_gc("lake", ["ns.t"], IcebergGcOptions(runs_location=str(tmp_path / "runs")), phase)
+    run = run_iceberg_gc("lake", ["ns.t"], IcebergGcOptions(), RunOptions(runs_location=str(tmp_path / "runs")), phase)
     assert run.details["snapshots expired"] == 1
     assert len(snapshot_ids(lake.catalog.load_table("ns.t"))) == 3
 

@@ -26,6 +26,7 @@ from lakegc.connectors.iceberg.paths import (
     relation,
     symlink_conflict,
 )
+from lakegc.engine.collector import RunOptions
 
 Cli = Callable[..., CliResult]
 
@@ -363,7 +364,11 @@ def test_a_table_nested_while_the_run_marks_keeps_its_files(
             other.create_table("o.late", schema=p.schema(), location=(lake.warehouse / "p/late").as_uri())
 
     run = run_iceberg_gc(
-        "lake", ["ns.p"], IcebergGcOptions(older_than=timedelta(days=30), runs_location=str(tmp_path / "runs")), phase
+        "lake",
+        ["ns.p"],
+        IcebergGcOptions(older_than=timedelta(days=30)),
+        RunOptions(runs_location=str(tmp_path / "runs")),
+        phase,
     )
     assert run.num_candidates == 2 and run.num_deleted == 1
     assert late.exists() and not orphan.exists() and ids(p) == [1, 2]

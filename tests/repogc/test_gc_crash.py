@@ -51,7 +51,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import CliResult, Env, clone_lake, make_cli
 
-from lakegc.engine.runs import STOP_AFTER
+from lakegc.engine.recorder import STOP_AFTER
 from lakegc.metastore import schema as t
 from lakegc.timeutil import utcnow
 
@@ -355,7 +355,7 @@ class GcProcess:
 
     def __init__(self, env: Env, *args: str, stop_after: str | None = None):
         """`stop_after`: a run state; the process stops itself the moment it moves its run there,
-        printing `stopped_line(state)` (lakegc.engine.runs.STOP_AFTER), for a kill at exactly that point."""
+        printing `stopped_line(state)` (lakegc.engine.recorder.STOP_AFTER), for a kill at exactly that point."""
         self.started = time.monotonic()
         hook = {STOP_AFTER: stop_after} if stop_after else {}
         self.proc = subprocess.Popen(

@@ -421,18 +421,18 @@ def test_a_restore_killed_after_its_records_is_counted_by_the_next(cli: Cli, lak
     """The counts come from the run's records, never by adding to the record: a restore that dies
     after moving objects back and writing their records, before the run's record is updated, is
     counted by the next restore, and the record never says more than it moved."""
-    from lakegc.engine import runs
+    from lakegc.engine.recorder import Recorder
 
     old = lake["old"]
     swept = run(cli).json()
-    real_update = runs.Recorder.update
+    real_update = Recorder.update
 
     def dies(self, run):  # type: ignore[no-untyped-def]
         raise RuntimeError("killed before the record was updated")
 
-    monkeypatch.setattr(runs.Recorder, "update", dies)
+    monkeypatch.setattr(Recorder, "update", dies)
     assert cli("gc", "restore", REPO, swept["run_id"], "--path", "logs/**", ok=False).exit_code == 1
-    monkeypatch.setattr(runs.Recorder, "update", real_update)
+    monkeypatch.setattr(Recorder, "update", real_update)
     assert cli("gc", "show", REPO, swept["run_id"], "--json").json()["num_restored"] == 0  # not updated
     done = cli("gc", "restore", REPO, swept["run_id"], "--json").json()
     assert (done["num_restored"], done["num_already_restored"]) == (N, N)

@@ -537,9 +537,12 @@ def print_candidates(rows: Iterator[api.Candidate], as_json: bool, named: bool =
 
 
 def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
-    """Print where the run's report.html is (written from the record if a run predates reports)."""
+    """Print where the run's report.html is (written from the record if the run has none yet: it
+    predates reports, or is still under way or was killed before it ended)."""
+    from lakegc.engine.recorder import write_record
+
     if not folder.storage.exists(folder.key("report.html")):
-        folder.write_record(found)
+        write_record(folder, found)
     output.say(folder.storage.full_uri(folder.key("report.html")))
 
 

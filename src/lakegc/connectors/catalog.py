@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,18 +30,19 @@ import sqlalchemy as sa
 
 from lakegc.connectors.foreign import leave_out_foreign, outside_foreign
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
-from lakegc.connectors.runs import ConnectorRun, default_runs_location
-from lakegc.engine.arrowio import write_parquet
+from lakegc.connectors.runs import default_runs_location
+from lakegc.engine.collector import Marked, RunOptions, RunPlan, Stage, Swept, collect
 from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.delete import delete_objects
 from lakegc.engine.guard import check_root
 from lakegc.engine.listing import list_folders, location_folders, open_location
-from lakegc.engine.progress import Phase, PhaseTimer, no_progress
+from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
-from lakegc.engine.runs import Run, RunState
+from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.metastore import sql_url
 from lakegc.redact import mask_secrets
+from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
@@ -61,13 +62,10 @@ class CatalogError(LakegcError):
 
 @dataclass(frozen=True)
 class CatalogGcOptions:
+    """What `lakegc catalog gc` decides with (the run's own options are `engine.collector.RunOptions`)."""
+
     objectstore_cutoff: timedelta = DEFAULT_CUTOFF
     parquetfile_cutoff: timedelta = DEFAULT_CUTOFF
-    dry_run: bool = False
-    runs_location: str | None = None
-    master: str | None = None
-    conf: dict[str, str] = field(default_factory=dict)
-    metastore: str | None = None  # the lakegc metastore whose places the store must stay out of
 
 
 def check_cutoffs(objectstore_cutoff: timedelta, parquetfile_cutoff: timedelta) -> None:
@@ -170,68 +168,87 @@ def run_catalog_gc(
     catalog_url: str,
     store: str,
     options: CatalogGcOptions,
+    run: RunOptions = RunOptions(),
     phase: Phase = no_progress,
     spark: SparkSession | None = None,
 ) -> Run:
     """Mark (list the store, judge each old object) and, unless a dry run, sweep (re-judge the
     candidates, hard-delete the expired rows, delete the objects)."""
-    check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
-    catalog = ParquetFileCatalog(catalog_url)
-    runs_location = options.runs_location or default_runs_location()
-    check_root(
-        store, "store", connector_protected(options.metastore, runs_location, (catalog_url,)) + iceberg_table_places()
-    )
-    catalog.check()
-    storage = open_location(store, "store")
-    now = utcnow()
-    object_cutoff = now - options.objectstore_cutoff
-    keep_from_ns = epoch_ns(now - options.parquetfile_cutoff)
-    settings = {
-        "catalog": catalog.shown,
-        "objectstore cutoff": f"{duration_text(options.objectstore_cutoff.total_seconds())} "
-        f"(objects modified before {shown_time(object_cutoff)})",
-        "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
-        f"(rows soft-deleted before {shown_time(now - options.parquetfile_cutoff)})",
-    }
-    started = ConnectorRun.start("catalog", storage.uri, options.dry_run, now, object_cutoff, settings, runs_location)
-    run, recorder, folder = started.run, started.recorder, started.folder
-    timed = PhaseTimer(run, phase)
-    with recorder.recording(run):
-        if spark is None:
-            from lakegc.engine.spark import spark_session
+    return collect(CatalogCollector(catalog_url, store, options, run), phase, spark, run.start)
 
-            spark = spark_session(options.master, options.conf)
+
+@dataclass(frozen=True)
+class CatalogPlan:
+    run: RunPlan
+    catalog: ParquetFileCatalog
+    storage: Storage
+    keep_from_ns: int  # rows soft-deleted at or after this (epoch ns) still protect their object
+
+
+@dataclass(frozen=True)
+class CatalogCollector:
+    """`lakegc catalog gc` as a collector (`engine.collector`)."""
+
+    catalog_url: str
+    store: str
+    options: CatalogGcOptions
+    given: RunOptions
+
+    def plan(self) -> CatalogPlan:
+        options = self.options
+        check_cutoffs(options.objectstore_cutoff, options.parquetfile_cutoff)
+        catalog = ParquetFileCatalog(self.catalog_url)
+        runs_location = self.given.runs_location or default_runs_location()
+        protected = connector_protected(self.given.metastore, runs_location, (self.catalog_url,))
+        check_root(self.store, "store", protected + iceberg_table_places())
+        catalog.check()
+        storage = open_location(self.store, "store")
+        now = utcnow()
+        object_cutoff = now - options.objectstore_cutoff
+        settings = {
+            "catalog": catalog.shown,
+            "objectstore cutoff": f"{duration_text(options.objectstore_cutoff.total_seconds())} "
+            f"(objects modified before {shown_time(object_cutoff)})",
+            "parquetfile cutoff": f"{duration_text(options.parquetfile_cutoff.total_seconds())} "
+            f"(rows soft-deleted before {shown_time(now - options.parquetfile_cutoff)})",
+        }
+        run = replace(self.given.plan("catalog", storage.uri, now, object_cutoff, runs_location), settings=settings)
+        return CatalogPlan(run, catalog, storage, epoch_ns(now - options.parquetfile_cutoff))
+
+    def mark(self, spark: SparkSession, plan: CatalogPlan, stage: Stage) -> Marked:
+        """List the store (a table nobody named is left out whole), judge each old object."""
+        timed, storage = stage.timed, plan.storage
         timed("listing the store", storage.uri)
-        listed = list_folders(spark, storage, location_folders(storage), object_cutoff).persist()
-        foreign = leave_out_foreign(run, listed, {"": storage.uri}, timed)  # a table nobody named: whole
+        listed = list_folders(spark, storage, location_folders(storage), plan.run.cutoff).persist()
+        foreign = leave_out_foreign(stage.run, listed, {"": storage.uri}, timed)
         listing = outside_foreign(listed, foreign)
-        old = started.tally_listing(listing, now)
-        timed("looking up the catalog", f"{old} objects older than the objectstore cutoff")
+        tally = stage.tally_listing(listing)
+        timed("looking up the catalog", f"{tally.judged} objects older than the objectstore cutoff")
         old_objects = listing.where(~listing.young).select("address", "size", "mtime")
-        started.write_candidates(judged(old_objects, catalog_url, keep_from_ns))
+        counts = stage.write_candidates(judged(old_objects, self.catalog_url, plan.keep_from_ns))
         listed.unpersist()
-        run.details["catalog rows past the parquetfile cutoff"] = catalog.count_expired(keep_from_ns)
-        timed.stop()
-        recorder.transition(run, RunState.MARKED)
-        if options.dry_run:
-            return run
+        stage.run.details["catalog rows past the parquetfile cutoff"] = plan.catalog.count_expired(plan.keep_from_ns)
+        return Marked(tally, counts)
 
-        recorder.transition(run, RunState.SWEEPING)
-        timed("re-checking the candidates", f"{run.num_candidates} candidates")
-        candidates = started.candidates(spark)
-        write_parquet(
-            judged(candidates.select("address", "size", "mtime"), catalog_url, keep_from_ns),
-            folder.storage,
-            folder.key("to_delete"),
-        )
+    def sweep(self, spark: SparkSession, plan: CatalogPlan, stage: Stage) -> Swept:
+        """Re-judge the candidates (a row written since the mark protects its object), hard-delete
+        the expired rows, delete the objects."""
+        timed = stage.timed
+        timed("re-checking the candidates", f"{stage.run.num_candidates} candidates")
+        candidates = stage.read(spark).select("address", "size", "mtime")
+        sent = stage.write_to_delete(judged(candidates, self.catalog_url, plan.keep_from_ns))
         timed("hard-deleting catalog rows")
-        run.details["catalog rows deleted"] = catalog.hard_delete(keep_from_ns)
+        stage.run.details["catalog rows deleted"] = plan.catalog.hard_delete(plan.keep_from_ns)
         timed("deleting objects")
-        to_delete = started.read(spark, "to_delete")
-        started.record_deletes(delete_objects(spark, storage, to_delete))
-        timed.stop()
-        recorder.transition(run, RunState.SWEPT)
-    return run
+        budget = stage.budget
+        results = delete_objects(
+            spark,
+            plan.storage,
+            stage.read(spark, "to_delete"),
+            max_deletes=budget.max_deletes,
+            max_rate=budget.max_rate,
+        )
+        return Swept(stage.record_deletes(results), sent)
 
 
 def judged(objects: DataFrame, catalog_url: str, keep_from_ns: int) -> DataFrame:

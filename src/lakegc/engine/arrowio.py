@@ -82,6 +82,16 @@ def write_parquet(
     return written_parts(rows, tally[1] if tally else None)
 
 
+def write_counted(df: DataFrame, storage: Storage, prefix: str) -> int:
+    """`write_parquet`, returning how many rows it wrote (counted as they are written)."""
+    written = write_parquet(df, storage, prefix, tally=(_row_count, []))
+    return int(written.tally.to_pylist()[0]["count"]) if written.tally is not None else 0
+
+
+def _row_count(batch: pa.RecordBatch) -> pa.Table:
+    return pa.table({"count": [batch.num_rows]})
+
+
 def parquet_writer(
     df: DataFrame,
     storage: Storage,

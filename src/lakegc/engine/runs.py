@@ -18,36 +18,31 @@ Where the records are kept is a `RunLog`:
   where each run's summary.json is its record: the lakes they clean are not ours to write into,
   and a machine with no lakegc metastore needs none.
 
-`Recorder` is the one piece that moves a run: it checks the transition, stamps the end time, tells
-the log, and writes summary.json and report.html, also when the run fails.
+`engine.recorder.Recorder` is the one piece that moves a run: it checks the transition, stamps the
+end time, tells the log, and writes summary.json (and report.html once the run has ended).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
 from lakegc.errors import AmbiguousRef, LakegcError, NotFound
-from lakegc.failures import cause
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
 from lakegc.redact import mask_doc, mask_secrets
 from lakegc.storage import Storage, open_storage
-from lakegc.timeutil import utcnow
 
-# The crash tests' hook: a run state at which the process that moved a run there stops itself.
-STOP_AFTER = "LAKEGC_TEST_STOP_AFTER"
+if TYPE_CHECKING:
+    from lakegc.engine.ages import ListingTally
+    from lakegc.engine.delete import DeleteTally
+
 REPOSITORY = "repository"  # the kind of a repository's runs; connectors' runs are of their connector's kind
 
 
@@ -203,6 +198,16 @@ class Run:
         self.num_candidates, self.bytes_candidates = counts.total, counts.bytes
         self.candidates_by_reason = dict(counts.by_reason)
 
+    def record_mark(self, listing: ListingTally, candidates: CandidateCounts) -> None:
+        """A mark's result, in one step (`engine.collector.Marked`)."""
+        self.num_listed, self.num_young, self.object_ages = listing.listed, listing.young, listing.ages
+        self.record_counts(candidates)
+
+    def record_sweep(self, deletes: DeleteTally, stopped: int) -> None:
+        """A sweep's result, in one step (`engine.collector.Swept`)."""
+        self.num_deleted, self.bytes_deleted, self.num_failed = deletes.deleted, deletes.bytes, deletes.failed
+        self.num_stopped, self.num_slowdowns = stopped, self.num_slowdowns + deletes.slowdowns
+
 
 def _moved_counts(values: dict[str, Any]) -> dict[str, Any]:
     """A record written before runs counted moves apart (lakegc < 0.6), when `num_deleted` counted
@@ -276,13 +281,10 @@ class RunFolder:
         """The Parquet parts of one output (`candidates`, `to_delete`, `deleted`, ...)."""
         return [o.key for o in self.storage.list(self.key(name) + "/") if o.key.endswith(".parquet")]
 
-    def write_record(self, run: Run) -> None:
-        """summary.json and the report people read, side by side (also for failed runs)."""
-        from lakegc.engine.report import render_report
-
-        run = run.masked()
-        self.storage.write(self.key("summary.json"), json.dumps(run.to_json(), indent=2).encode())
-        self.storage.write(self.key("report.html"), render_report(run).encode())
+    def write_summary(self, run: Run) -> None:
+        """summary.json, the record as the folder keeps it (credentials masked). The report beside
+        it is written when the run ends (`engine.recorder`)."""
+        self.storage.write(self.key("summary.json"), json.dumps(run.masked().to_json(), indent=2).encode())
 
 
 class RunLog(Protocol):
@@ -413,7 +415,10 @@ class FolderRunLog:
         return RunFolder(self.storage, f"{run_id}/")
 
     def create(self, run: Run, parameters: dict[str, Any]) -> None:
-        self.folder(run.run_id).write_record(run)
+        folder = self.folder(run.run_id)
+        folder.write_summary(run)
+        if parameters:  # the plan the run was made from, as its collector persisted it
+            folder.storage.write(folder.key("plan.json"), json.dumps(mask_doc(parameters), indent=2).encode())
 
     def move(self, run: Run, frm: RunState) -> None:
         pass  # one process runs a connector run from start to end: the Recorder's check is the whole story
@@ -444,74 +449,3 @@ class FolderRunLog:
             return self.storage.list_dirs("")
         except LakegcError:
             return []
-
-
-class Recorder:
-    """Moves a run through its states and keeps its record: in its log, and as summary.json and
-    report.html in its folder."""
-
-    def __init__(self, log: RunLog, folder: RunFolder):
-        self.log, self.folder = log, folder
-
-    def start(self, run: Run, parameters: dict[str, Any] | None = None) -> None:
-        run.location = self.folder.location
-        self.log.create(run, parameters or {})
-
-    def transition(self, run: Run, to: RunState) -> None:
-        """Move `run` to `to`, but only from the state it is in: anything else is loud."""
-        frm = run.state
-        check_transition(run.run_id, frm, to)
-        run.state = to
-        if to in (RunState.SWEPT, RunState.FAILED) or (to is RunState.MARKED and (run.dry_run or run.mark_only)):
-            run.finished_at = utcnow().isoformat()
-        try:
-            self.log.move(run, frm)
-        except IllegalTransition:
-            run.state = frm
-            raise
-        self.folder.write_record(run)
-        _stop_point(run.run_id, to)
-
-    def update(self, run: Run) -> None:
-        """Record `run`'s figures and error without moving it (a sweep that stopped short)."""
-        self.log.move(run, run.state)
-        self.folder.write_record(run)
-
-    @contextmanager
-    def recording(self, run: Run) -> Iterator[None]:
-        """Any failure inside marks the run failed, keeps the error, writes the record and
-        re-raises (unexpected errors as one readable LakegcError line). A `SweepIncomplete`
-        leaves the run where it is, recorded."""
-        try:
-            yield
-        except SweepIncomplete as exc:
-            run.error = str(exc)
-            try:
-                self.update(run)
-            except IllegalTransition:  # closed meanwhile: the folder still says what happened
-                self.folder.write_record(run)
-            raise
-        except BaseException as exc:
-            run.error = cause(exc)
-            try:
-                self.transition(run, RunState.FAILED)
-            except (
-                IllegalTransition
-            ):  # already closed (its lease was taken over): the original error is the one to tell
-                self.folder.write_record(run)
-            except Exception:  # the log cannot be written (a metastore down): the folder still says what happened
-                self.folder.write_record(run)
-                raise
-            if isinstance(exc, Exception) and not isinstance(exc, LakegcError):
-                what = "GC run" if run.kind == REPOSITORY else f"{run.kind} GC run"
-                raise LakegcError(f"{what} {run.run_id} failed: {run.error}") from exc
-            raise
-
-
-def _stop_point(run_id: str, state: RunState) -> None:
-    """With LAKEGC_TEST_STOP_AFTER=<state>, say so on stderr and stop (SIGSTOP) right after the run
-    entered <state>: a crash test then kills the process exactly there, even between two steps
-    that no phase line separates (a mark recorded as finished, a sweep not yet started)."""
-    if os.environ.get(STOP_AFTER) == str(state):
-        print(f"lakegc: run {run_id} is {state}; stopped ({STOP_AFTER})", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
-from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
+from lakegc.engine.recorder import Recorder, write_record
+from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Run, RunState, SweepIncomplete, new_run_id
 from lakegc.engine.spark import classic_context, jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
@@ -400,7 +401,7 @@ def _took_over(log: MetastoreRunLog, source: GcSource, lease: Lease) -> None:
     the runs it left working, which the lease closed as failed, say so in their folders too."""
     source.lower_fence()
     for run_id in lease.interrupted:
-        run_folder(source.storage, run_id).write_record(log.get(run_id)[0])
+        write_record(run_folder(source.storage, run_id), log.get(run_id)[0])
 
 
 def _start_spark(options: GcOptions) -> SessionStart:

@@ -29,7 +29,8 @@ from lakegc.engine.arrowio import read_parquet, store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
 from lakegc.engine.delete import BATCH_SIZE, Pacing, _delete_batch, delete_recorded, quarantine_folder
 from lakegc.engine.progress import Phase, no_progress
-from lakegc.engine.runs import MetastoreRunLog, Recorder, Run, RunState
+from lakegc.engine.recorder import Recorder
+from lakegc.engine.runs import MetastoreRunLog, Run, RunState
 from lakegc.errors import InvalidArgument, NotFound
 from lakegc.repo.gc_source import GcSource
 from lakegc.repogc.outputs import output_keys, run_folder, run_prefix

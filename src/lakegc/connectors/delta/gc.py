@@ -21,12 +21,10 @@ The order of a run, and why:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
-
-import pyarrow as pa
 
 from lakegc.connectors.delta.actions import ADD, newest_metadata, read_actions
 from lakegc.connectors.delta.log import (
@@ -42,21 +40,22 @@ from lakegc.connectors.delta.log import (
 from lakegc.connectors.delta.vacuum import judge, live_files
 from lakegc.connectors.foreign import DELTA, leave_out_foreign, outside_foreign
 from lakegc.connectors.protected import connector_protected, iceberg_table_places
-from lakegc.connectors.runs import ConnectorRun, default_runs_location
-from lakegc.engine.arrowio import Written, read_parquet, write_parquet
+from lakegc.connectors.runs import default_runs_location
+from lakegc.engine.arrowio import read_parquet, write_counted, write_parquet
+from lakegc.engine.collector import Marked, RunOptions, RunPlan, Stage, Swept, collect
 from lakegc.engine.columns import CANDIDATES, ddl
-from lakegc.engine.delete import Budget, check_budget, delete_objects
+from lakegc.engine.delete import delete_objects
 from lakegc.engine.guard import check_root
 from lakegc.engine.listing import list_folders, location_folders, open_location
-from lakegc.engine.progress import Phase, PhaseTimer, no_progress
+from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
-from lakegc.engine.runs import Run, RunFolder, RunState
+from lakegc.engine.runs import Run, RunFolder
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # Reader features whose tables lakegc reads correctly: none of them names files another way.
 # A table needing any other feature is refused (its files could be named where lakegc does not look).
@@ -99,15 +98,11 @@ GONE = "gone"
 
 @dataclass(frozen=True)
 class DeltaGcOptions:
+    """What `lakegc delta gc` decides with (the run's own options are `engine.collector.RunOptions`)."""
+
     retention: timedelta | None = None  # None: the table's delta.deletedFileRetentionDuration
     keep_versions: tuple[int, ...] = ()
     force: bool = False  # a retention under the table's own is allowed
-    dry_run: bool = False
-    runs_location: str | None = None
-    master: str | None = None
-    conf: dict[str, str] = field(default_factory=dict)
-    metastore: str | None = None
-    budget: Budget = Budget()  # --max-deletes, --max-delete-rate: a run stopped short is run again
 
 
 @dataclass(frozen=True)
@@ -153,33 +148,74 @@ def check_readable(state: TableState) -> None:
 
 
 def run_delta_gc(
-    location: str, options: DeltaGcOptions, phase: Phase = no_progress, spark: SparkSession | None = None
+    location: str,
+    options: DeltaGcOptions,
+    run: RunOptions = RunOptions(),
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
 ) -> Run:
     """VACUUM (full) the Delta table at `location` (see the module). Everything that can be wrong
     with the input fails before anything is deleted."""
-    if any(v < 0 for v in options.keep_versions):
-        raise InvalidArgument("--keep-versions takes table versions, 0 or more")
-    if options.retention is not None and options.retention < timedelta(0):
-        raise InvalidArgument("--retention must not be negative")
-    check_budget(options.budget)
-    runs_location = options.runs_location or default_runs_location()
-    storage = open_location(location, "table location")
-    table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
-    real = check_root(
-        storage.uri, "table location", connector_protected(options.metastore, runs_location) + iceberg_table_places()
-    )
-    roots = (table_uri, unquote(real).rstrip("/") + "/")  # absolute paths may spell either
-    files = read_log_files(storage)
-    seg = segment(files)
-    fingerprint = _fingerprint(storage, seg)
-    state = table_state(storage, seg)
-    check_readable(state)
-    retention = options.retention if options.retention is not None else state.retention
-    check_retention(retention, state.retention, options.force)
-    keep = [segment(files, v) for v in sorted(set(options.keep_versions))]  # a version the log lacks fails here
-    now = utcnow()
-    cutoff = now - retention
-    settings = {
+    return collect(DeltaCollector(location, options, run), phase, spark, run.start)
+
+
+@dataclass(frozen=True)
+class DeltaPlan:
+    """What the mark and the sweep work from, read once before the run starts."""
+
+    run: RunPlan
+    storage: Storage
+    seg: Segment  # the newest state's log segment
+    keep: tuple[Segment, ...]  # the states of --keep-versions
+    state: TableState
+    roots: tuple[str, ...]  # the table location as absolute paths in the log may spell it
+    retention: timedelta
+    fingerprint: tuple  # the segment's last file as the store described it (`_fingerprint`)
+
+
+@dataclass(frozen=True)
+class DeltaCollector:
+    """`lakegc delta gc` as a collector (`engine.collector`)."""
+
+    location: str
+    options: DeltaGcOptions
+    given: RunOptions
+
+    def plan(self) -> DeltaPlan:
+        options = self.options
+        if any(v < 0 for v in options.keep_versions):
+            raise InvalidArgument("--keep-versions takes table versions, 0 or more")
+        if options.retention is not None and options.retention < timedelta(0):
+            raise InvalidArgument("--retention must not be negative")
+        runs_location = self.given.runs_location or default_runs_location()
+        storage = open_location(self.location, "table location")
+        table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
+        protected = connector_protected(self.given.metastore, runs_location) + iceberg_table_places()
+        real = check_root(storage.uri, "table location", protected)
+        files = read_log_files(storage)
+        seg = segment(files)
+        fingerprint = _fingerprint(storage, seg)
+        state = table_state(storage, seg)
+        check_readable(state)
+        retention = options.retention if options.retention is not None else state.retention
+        check_retention(retention, state.retention, options.force)
+        keep = tuple(segment(files, v) for v in sorted(set(options.keep_versions)))  # a version the log lacks fails
+        now = utcnow()
+        run = self.given.plan("delta", table_uri.rstrip("/"), now, now - retention, runs_location)
+        run = replace(run, settings=_settings(state, retention, now - retention, options))
+        roots = (table_uri, unquote(real).rstrip("/") + "/")  # absolute paths may spell either
+        return DeltaPlan(run, storage, seg, keep, state, roots, retention, fingerprint)
+
+    def mark(self, spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Marked:
+        return _mark(spark, plan, stage)
+
+    def sweep(self, spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
+        return _sweep(spark, plan, stage)
+
+
+def _settings(state: TableState, retention: timedelta, cutoff: datetime, options: DeltaGcOptions) -> dict[str, object]:
+    """The run's options as its record shows them."""
+    return {
         "version": state.version,
         "retention": f"{duration_text(retention.total_seconds())} "
         f"(files modified or removed before {shown_time(cutoff)})",
@@ -188,21 +224,6 @@ def run_delta_gc(
         "keep versions": ", ".join(str(v) for v in sorted(set(options.keep_versions))) or "none",
         "forced": options.force,
     }
-    started = ConnectorRun.start("delta", table_uri.rstrip("/"), options.dry_run, now, cutoff, settings, runs_location)
-    run, recorder = started.run, started.recorder
-    timed = PhaseTimer(run, phase)
-    with recorder.recording(run):
-        if spark is None:
-            from lakegc.engine.spark import spark_session
-
-            spark = spark_session(options.master, options.conf)
-        _mark(started, spark, storage, seg, keep, state, roots, retention, timed)
-        if options.dry_run:
-            return run
-        recorder.transition(run, RunState.SWEEPING)
-        _sweep(started, spark, storage, seg, fingerprint, roots, options.budget, timed)
-        recorder.transition(run, RunState.SWEPT)
-    return run
 
 
 def read_log_files(storage: Storage) -> LogFiles:
@@ -242,63 +263,55 @@ def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _mark(
-    started: ConnectorRun,
-    spark: SparkSession,
-    storage: Storage,
-    seg: Segment,
-    keep: list[Segment],
-    state: TableState,
-    roots: tuple[str, ...],
-    retention: timedelta,
-    timed: PhaseTimer,
-) -> None:
+def _mark(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Marked:
     """List the table, judge every file, write candidates/ (and repeats/, for the file list)."""
     from pyspark.sql import functions as F
 
-    run = started.run
-    now_ms = int(now_of(run).timestamp() * 1000)
+    run, timed, storage, roots = stage.run, stage.timed, plan.storage, plan.roots
     timed("listing the table", roots[0])
     folders = location_folders(storage, "0", depth=1, leave_out=(LOG,))  # top-level folders, one task each
-    listed = list_folders(spark, storage, folders, now_of(run) - retention).persist()
+    listed = list_folders(spark, storage, folders, plan.run.cutoff).persist()
     # another Delta table inside is refused (its log would be taken for this table's unreferenced
     # files); any other table nobody named is left out whole
     foreign = leave_out_foreign(run, listed, {"0": roots[0]}, timed, refuse=frozenset({DELTA}))
     listing = outside_foreign(listed, foreign)
-    started.tally_listing(listing, now_of(run))
+    tally = stage.tally_listing(listing)
+    keep = plan.keep
     timed(
         "reading the Delta log",
-        f"version {state.version}"
+        f"version {plan.state.version}"
         + (f", and versions {', '.join(str(s.version) for s in keep)} to keep" if keep else ""),
     )
-    kept = None
-    for kept_state in keep:
-        live = live_files(read_actions(spark, storage, kept_state, roots))
-        kept = live if kept is None else kept.unionByName(live)
-    decided = judge(
-        listing,
-        read_actions(spark, storage, seg, roots),
-        read_actions(spark, storage, seg, roots, vectors_only=True),
-        kept,
-        state.partition_columns,
-        now_ms,
-        int(retention.total_seconds() * 1000),
-    ).persist()
+    decided = _judged(spark, plan, listing).persist()
     found = F.col("mtime").isNotNull()  # judge's mtime is the listing's: null for a file not found
-    started.write_candidates(decided.where(found).drop("count"))
-    gone = write_parquet(
-        decided.where(~found).drop("count"), started.folder.storage, started.folder.key(GONE), tally=(_count, [])
+    counts = stage.write_candidates(decided.where(found).drop("count"))
+    folder = stage.folder
+    run.details["removed files not found"] = write_counted(
+        decided.where(~found).drop("count"), folder.storage, folder.key(GONE)
     )
-    run.details["removed files not found"] = _counted(gone)
-    write_parquet(
-        decided.where(F.col("count") > 1).select("address", "count"),
-        started.folder.storage,
-        started.folder.key(REPEATS),
-    )
+    write_parquet(decided.where(F.col("count") > 1).select("address", "count"), folder.storage, folder.key(REPEATS))
     decided.unpersist()
     listed.unpersist()
-    timed.stop()
-    started.recorder.transition(run, RunState.MARKED)
+    return Marked(tally, counts)
+
+
+def _judged(spark: SparkSession, plan: DeltaPlan, listing: DataFrame) -> DataFrame:
+    """Every listed file with delta-rs's verdict (`vacuum.judge`), against the newest state and the
+    states of --keep-versions."""
+    storage, roots = plan.storage, plan.roots
+    kept = None
+    for kept_state in plan.keep:
+        live = live_files(read_actions(spark, storage, kept_state, roots))
+        kept = live if kept is None else kept.unionByName(live)
+    return judge(
+        listing,
+        read_actions(spark, storage, plan.seg, roots),
+        read_actions(spark, storage, plan.seg, roots, vectors_only=True),
+        kept,
+        plan.state.partition_columns,
+        int(plan.run.now.timestamp() * 1000),
+        int(plan.retention.total_seconds() * 1000),
+    )
 
 
 def _fingerprint(storage: Storage, seg: Segment) -> tuple:
@@ -309,25 +322,16 @@ def _fingerprint(storage: Storage, seg: Segment) -> tuple:
     return (key, info.size, info.mtime) if info is not None else (key, None, None)
 
 
-def _sweep(
-    started: ConnectorRun,
-    spark: SparkSession,
-    storage: Storage,
-    seg: Segment,
-    fingerprint: tuple,
-    roots: tuple[str, ...],
-    budget: Budget,
-    timed: PhaseTimer,
-) -> None:
+def _sweep(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
     """Read the log again; whatever a commit since the mark added stays; delete the rest."""
     from pyspark.sql import functions as F
 
-    run = started.run
-    timed("re-reading the Delta log", "files committed since the mark stay")
-    to_delete = started.candidates(spark)
+    storage, seg, budget = plan.storage, plan.seg, stage.budget
+    stage.timed("re-reading the Delta log", "files committed since the mark stay")
+    to_delete = stage.read(spark)
     files = read_log_files(storage)
     latest = files.latest
-    if latest is None or latest < seg.version or _fingerprint(storage, seg) != fingerprint:
+    if latest is None or latest < seg.version or _fingerprint(storage, seg) != plan.fingerprint:
         raise LakegcError(
             f"the Delta log changed under the run (version {seg.version} is no longer what the mark read): "
             "the table was replaced or its log rewritten; nothing was deleted"
@@ -335,38 +339,16 @@ def _sweep(
     if latest > seg.version:
         newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
         since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
-        added = read_actions(spark, storage, since, roots).where(F.col("kind") == ADD)
+        added = read_actions(spark, storage, since, plan.roots).where(F.col("kind") == ADD)
         named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
         to_delete = to_delete.join(named.where(F.col("address").isNotNull()), "address", "left_anti")
-        run.details["commits since the mark"] = latest - seg.version
-    sent = write_parquet(to_delete, started.folder.storage, started.folder.key("to_delete"), tally=(_count, []))
-    timed("deleting files")
-    started.record_deletes(
-        delete_objects(
-            spark, storage, started.read(spark, "to_delete"), max_deletes=budget.max_deletes, max_rate=budget.max_rate
-        )
+        stage.run.details["commits since the mark"] = latest - seg.version
+    sent = stage.write_to_delete(to_delete)
+    stage.timed("deleting files")
+    results = delete_objects(
+        spark, storage, stage.read(spark, "to_delete"), max_deletes=budget.max_deletes, max_rate=budget.max_rate
     )
-    total = _counted(sent)
-    run.num_stopped = total - run.num_deleted - run.num_failed
-    if run.num_stopped:
-        run.error = (
-            f"stopped by --max-deletes with {run.num_stopped} file(s) left: run `lakegc delta gc` again to "
-            "delete them (they are judged again)"
-        )
-    timed.stop()
-
-
-def _count(batch: pa.RecordBatch) -> pa.Table:
-    return pa.table({"count": [batch.num_rows]})
-
-
-def _counted(written: Written) -> int:
-    """The rows an output written with `tally=(_count, [])` holds."""
-    return int(written.tally.to_pylist()[0]["count"]) if written.tally is not None else 0
-
-
-def now_of(run: Run) -> datetime:
-    return datetime.fromisoformat(run.started_at)
+    return Swept(stage.record_deletes(results), sent)
 
 
 def file_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:

@@ -32,7 +32,7 @@ judged after, and never changes, which files are candidates.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -64,15 +64,15 @@ from lakegc.connectors.iceberg.paths import (
 )
 from lakegc.connectors.iceberg.reachable import reachable_files, snapshot_files
 from lakegc.connectors.protected import connector_protected
-from lakegc.connectors.runs import ConnectorRun, default_runs_location
-from lakegc.engine.arrowio import write_parquet
+from lakegc.connectors.runs import default_runs_location
+from lakegc.engine.collector import Marked, RunOptions, RunPlan, Stage, Swept, collect
 from lakegc.engine.columns import CANDIDATES, DELETES, LISTING, ddl
-from lakegc.engine.delete import delete_objects
+from lakegc.engine.delete import Budget, delete_objects
 from lakegc.engine.guard import check_root
 from lakegc.engine.listing import list_folders, location_folders
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.report import duration_text
-from lakegc.engine.runs import Run, RunState
+from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument, LakegcError
 from lakegc.storage import LocalStorage, Storage, open_storage
 from lakegc.timeutil import shown_time, utcnow
@@ -91,50 +91,92 @@ CANDIDATES_DDL = ddl(CANDIDATES)
 
 @dataclass(frozen=True)
 class IcebergGcOptions:
+    """What `lakegc iceberg gc` decides with (the run's own options are `engine.collector.RunOptions`)."""
+
     older_than: timedelta | None = None  # None: the table's history.expire.max-snapshot-age-ms, else 5 days
     retain_last: int | None = None  # None: the table's history.expire.min-snapshots-to-keep, else 1
     orphan_min_age: timedelta = timedelta(days=3)
     prefix_mismatch: PrefixMismatch = PrefixMismatch.ERROR
-    dry_run: bool = False
-    runs_location: str | None = None
-    master: str | None = None
-    conf: dict[str, str] = field(default_factory=dict)
-    metastore: str | None = None  # the lakegc metastore whose places no table location may hold
 
 
 def run_iceberg_gc(
     catalog_name: str,
     table_names: list[str],
     options: IcebergGcOptions,
+    run: RunOptions = RunOptions(),
     phase: Phase = no_progress,
     spark: SparkSession | None = None,
 ) -> Run:
     """Expire snapshots of the named tables, then delete their orphan files (see the module).
     Everything that can be wrong with the input fails before anything changes."""
-    if options.retain_last is not None and options.retain_last < 1:
-        raise InvalidArgument("--retain-last must be at least 1: a table keeps its current snapshot")
-    if not table_names:
-        raise InvalidArgument("name at least one table")
-    catalog = load_catalog(catalog_name)
-    now = utcnow()
-    now_ms = int(now.timestamp() * 1000)
-    tables = load_tables(catalog, catalog_name, table_names)
-    check_collectable(tables)
-    others, other_catalogs = other_catalogs_tables(catalog_name, tables)
-    tables += others
-    check_collectable(tables)
-    check_symlinks([t for t in tables if t.target], tables)
-    roots = listing_roots(tables)
-    runs_location = options.runs_location or default_runs_location()
-    protected = connector_protected(options.metastore, runs_location, _catalog_databases(catalog))
-    for root in roots:  # the deletion guard: other tables' locations are left out above, the rest refused here
-        check_root(root.uri, "table location", protected)
-    for t in tables:
-        if t.target:
-            planned = plan_expiry(t.table, now_ms, options)
-            t.expire, t.expire_refs = set(planned.snapshots), planned.refs
-    cutoff = now - options.orphan_min_age
-    settings = {
+    return collect(IcebergCollector(catalog_name, tuple(table_names), options, run), phase, spark, run.start)
+
+
+@dataclass(frozen=True)
+class IcebergPlan:
+    """The tables as loaded before the run, the locations to list, and their planned expiry
+    (`Loaded.expire`). The tables are the one part that changes as the run goes: the expiry's
+    commit replaces each collected table's metadata (`_expire`)."""
+
+    run: RunPlan
+    catalog: Catalog
+    tables: list[Loaded]
+    roots: list[Root]
+    other_catalogs: list[str]
+    now_ms: int
+
+
+@dataclass(frozen=True)
+class IcebergCollector:
+    """`lakegc iceberg gc` as a collector (`engine.collector`)."""
+
+    catalog_name: str
+    table_names: tuple[str, ...]
+    options: IcebergGcOptions
+    given: RunOptions
+
+    def plan(self) -> IcebergPlan:
+        options = self.options
+        if options.retain_last is not None and options.retain_last < 1:
+            raise InvalidArgument("--retain-last must be at least 1: a table keeps its current snapshot")
+        if not self.table_names:
+            raise InvalidArgument("name at least one table")
+        catalog = load_catalog(self.catalog_name)
+        now = utcnow()
+        now_ms = int(now.timestamp() * 1000)
+        tables = load_tables(catalog, self.catalog_name, list(self.table_names))
+        check_collectable(tables)
+        others, other_catalogs = other_catalogs_tables(self.catalog_name, tables)
+        tables += others
+        check_collectable(tables)
+        check_symlinks([t for t in tables if t.target], tables)
+        roots = listing_roots(tables)
+        runs_location = self.given.runs_location or default_runs_location()
+        protected = connector_protected(self.given.metastore, runs_location, _catalog_databases(catalog))
+        for root in roots:  # the deletion guard: other tables' locations are left out above, the rest refused here
+            check_root(root.uri, "table location", protected)
+        for t in tables:
+            if t.target:
+                planned = plan_expiry(t.table, now_ms, options)
+                t.expire, t.expire_refs = set(planned.snapshots), planned.refs
+        cutoff = now - options.orphan_min_age
+        target = ", ".join(t.name for t in tables if t.target)
+        run = self.given.plan("iceberg", target, now, cutoff, runs_location)
+        run = replace(run, settings=_settings(self.catalog_name, options, cutoff))
+        return IcebergPlan(run, catalog, tables, roots, other_catalogs, now_ms)
+
+    def mark(self, spark: SparkSession, plan: IcebergPlan, stage: Stage) -> Marked:
+        _expire(stage.run, plan.tables, plan.now_ms, self.options, stage.timed, plan.run.dry_run)
+        _left_out(stage.run, plan.tables, plan.roots, plan.other_catalogs)
+        return _mark(spark, plan, stage, self.options.prefix_mismatch)
+
+    def sweep(self, spark: SparkSession, plan: IcebergPlan, stage: Stage) -> Swept:
+        return _sweep(spark, plan, stage, self.catalog_name)
+
+
+def _settings(catalog_name: str, options: IcebergGcOptions, cutoff: datetime) -> dict[str, object]:
+    """The run's options as its record shows them."""
+    return {
         "catalog": catalog_name,
         "older than": _given(options.older_than, f"{MAX_SNAPSHOT_AGE_PROPERTY}, else 5d"),
         "retain last": _given(options.retain_last, f"{MIN_SNAPSHOTS_PROPERTY}, else 1"),
@@ -142,28 +184,11 @@ def run_iceberg_gc(
         f"(files modified before {shown_time(cutoff)})",
         "prefix mismatch": str(options.prefix_mismatch),
     }
-    started = ConnectorRun.start(
-        "iceberg", ", ".join(t.name for t in tables if t.target), options.dry_run, now, cutoff, settings, runs_location
-    )
-    run, recorder = started.run, started.recorder
-    timed = PhaseTimer(run, phase)
-    with recorder.recording(run):
-        if spark is None:
-            from lakegc.engine.spark import spark_session
-
-            spark = spark_session(options.master, options.conf)
-        _expire(run, tables, now_ms, options, timed)
-        _left_out(run, tables, roots, other_catalogs)
-        _mark(started, spark, tables, roots, options, timed)
-        if options.dry_run:
-            return run
-        recorder.transition(run, RunState.SWEEPING)
-        _sweep(started, spark, catalog, catalog_name, tables, roots, timed)
-        recorder.transition(run, RunState.SWEPT)
-    return run
 
 
-def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer) -> None:
+def _expire(
+    run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptions, timed: PhaseTimer, dry_run: bool
+) -> None:
     """Commit the planned expiry of each collected table (a dry run only reports it). What the
     expired snapshots named is kept first (`Loaded.expired`): the commit removes them from the
     metadata, and the mark labels their files `expired`."""
@@ -179,7 +204,7 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
         if not t.target:
             continue
         planned, refs = len(t.expire), t.expire_refs
-        if options.dry_run:
+        if dry_run:
             t.expired = t.files_of(t.expire) if t.expire else None
         elif t.expire or t.expire_refs:
             before = t.files_of(s.snapshot_id for s in t.table.metadata.snapshots)
@@ -198,76 +223,60 @@ def _expire(run: Run, tables: list[Loaded], now_ms: int, options: IcebergGcOptio
                 "refs expired": list(refs),
             }
         )
-    run.details["snapshots expired" if not options.dry_run else "snapshots to expire"] = sum(
+    run.details["snapshots expired" if not dry_run else "snapshots to expire"] = sum(
         d["snapshots expired"] for d in docs
     )
-    run.details["refs expired" if not options.dry_run else "refs to expire"] = sum(len(d["refs expired"]) for d in docs)
+    run.details["refs expired" if not dry_run else "refs to expire"] = sum(len(d["refs expired"]) for d in docs)
     run.details["tables"] = docs
     run.details["tables protecting their files"] = sum(not t.target for t in tables)
 
 
-def _mark(
-    started: ConnectorRun,
-    spark: SparkSession,
-    tables: list[Loaded],
-    roots: list[Root],
-    options: IcebergGcOptions,
-    timed: PhaseTimer,
-) -> None:
+def _mark(spark: SparkSession, plan: IcebergPlan, stage: Stage, prefix_mismatch: PrefixMismatch) -> Marked:
     """List the collected locations, subtract what any table references, write candidates/."""
     from pyspark.sql import functions as F
 
-    run = started.run
-    cutoff, now = datetime.fromisoformat(run.cutoff_time), datetime.fromisoformat(run.started_at)
+    run, timed, tables, roots = stage.run, stage.timed, plan.tables, plan.roots
     left_out = sum(len(r.leave_out) for r in roots)
     timed(
         "listing table locations",
         ", ".join(r.uri for r in roots) + (f"; {left_out} nested table location(s) left out" if left_out else ""),
     )
-    raw = _list(spark, roots, cutoff).persist()
+    raw = _list(spark, roots, plan.run.cutoff).persist()
     bases = {str(i): r.uri for i, r in enumerate(roots)}
     foreign = leave_out_foreign(run, raw, bases, timed, own=own_markers(roots, tables))
     listing = _visible(raw, roots, [partition_scopes(root, tables) for root in roots], foreign).persist()
-    old = started.tally_listing(listing, now)
+    tally = stage.tally_listing(listing)
     raw.unpersist()
-    timed("reading manifests", f"{len(tables)} table(s), {old} files older than the orphan min-age")
+    timed("reading manifests", f"{len(tables)} table(s), {tally.judged} files older than the orphan min-age")
     located = listing.where(~listing.young).mapInArrow(_locate(roots), LOCATED_DDL)
     expired = [t.expired for t in tables if t.expired]
     unreferenced = judge(
         located,
         reachable_files(spark, [t.files() for t in tables]),
-        options.prefix_mismatch,
+        prefix_mismatch,
         snapshot_files(spark, expired) if expired else None,
     )
-    started.write_candidates(unreferenced.withColumnRenamed("uri", "address"))
+    counts = stage.write_candidates(unreferenced.withColumnRenamed("uri", "address"))
     listing.unpersist()
-    timed.stop()
-    if options.prefix_mismatch is PrefixMismatch.ERROR and run.candidates_by_reason.get(MISMATCH):
-        sample = started.candidates(spark).where(F.col("reason") == MISMATCH).select("address").limit(3).collect()
-        raise LakegcError(
-            f"prefix mismatch: {run.candidates_by_reason[MISMATCH]} file(s) such as "
-            f"{sample[0]['address']} are referenced under another scheme or authority; nothing was "
-            "deleted (choose --prefix-mismatch ignore or delete)"
-        )
-    started.recorder.transition(run, RunState.MARKED)
+    mismatched = counts.by_reason.get(MISMATCH) if prefix_mismatch is PrefixMismatch.ERROR else 0
+    if not mismatched:
+        return Marked(tally, counts)
+    sample = stage.read(spark).where(F.col("reason") == MISMATCH).select("address").limit(3).collect()
+    refusal = (
+        f"prefix mismatch: {mismatched} file(s) such as {sample[0]['address']} are referenced under another "
+        "scheme or authority; nothing was deleted (choose --prefix-mismatch ignore or delete)"
+    )
+    return Marked(tally, counts, refusal)
 
 
-def _sweep(
-    started: ConnectorRun,
-    spark: SparkSession,
-    catalog: Catalog,
-    catalog_name: str,
-    tables: list[Loaded],
-    roots: list[Root],
-    timed: PhaseTimer,
-) -> None:
+def _sweep(spark: SparkSession, plan: IcebergPlan, stage: Stage, catalog_name: str) -> Swept:
     """Re-read the catalogs, keep what a table changed since the mark now references and what now
     lies under a table nested in a collected location (one created since the mark), delete the rest."""
-    run, folder = started.run, started.folder
-    timed("re-reading the catalog", "tables changed since the mark keep what they reference now")
-    candidates = started.candidates(spark)
+    run, tables, roots = stage.run, plan.tables, plan.roots
+    stage.timed("re-reading the catalog", "tables changed since the mark keep what they reference now")
+    candidates = stage.read(spark)
     targets = [t for t in tables if t.target]
-    now = reload_all(catalog, catalog_name)
+    now = reload_all(plan.catalog, catalog_name)
     others = [t for t in now if t.key not in {g.key for g in targets}]
     check_symlinks(targets, others)
     nested = {
@@ -286,10 +295,9 @@ def _sweep(
             .join(now_referenced, "path", "left_anti")
             .drop("path")
         )
-    write_parquet(candidates, folder.storage, folder.key("to_delete"))
-    timed("deleting orphan files")
-    started.record_deletes(_delete(spark, roots, started.read(spark, "to_delete")))
-    timed.stop()
+    sent = stage.write_to_delete(candidates)
+    stage.timed("deleting orphan files")
+    return Swept(stage.record_deletes(_delete(spark, roots, stage.read(spark, "to_delete"), stage.budget)), sent)
 
 
 # -- expiry ----------------------------------------------------------------------------------------
@@ -628,11 +636,15 @@ def _expired_named(unreferenced: DataFrame, expired: DataFrame) -> DataFrame:
     )
 
 
-def _delete(spark: SparkSession, roots: list[Root], to_delete: DataFrame) -> DataFrame:
+def _delete(spark: SparkSession, roots: list[Root], to_delete: DataFrame, budget: Budget) -> DataFrame:
     """Delete each candidate through the storage of the root it lies under (RESULT_DDL rows with
-    full URIs)."""
+    full URIs), within the run's budget: at most `max_deletes` in all (the rest get no row), the
+    rate shared by the roots."""
     from pyspark.sql import functions as F
 
+    if budget.max_deletes is not None:
+        to_delete = to_delete.limit(budget.max_deletes)
+    rate = budget.max_rate / len(roots) if budget.max_rate and roots else None
     results = None
     for root in roots:
         base = root.base
@@ -641,7 +653,8 @@ def _delete(spark: SparkSession, roots: list[Root], to_delete: DataFrame) -> Dat
         for other in inner:
             mine = mine.where(~F.col("address").startswith(other))
         mine = mine.withColumn("address", F.expr(f"substring(address, {len(base) + 1})"))
-        done = delete_objects(spark, root.storage, mine).withColumn("address", F.concat(F.lit(base), "address"))
+        done = delete_objects(spark, root.storage, mine, max_rate=rate)
+        done = done.withColumn("address", F.concat(F.lit(base), "address"))
         results = done if results is None else results.unionByName(done)
     return results if results is not None else spark.createDataFrame([], ddl(DELETES))
 
