@@ -381,3 +381,28 @@ def test_a_catalog_error_while_marking_deletes_nothing_and_changes_no_row(small,
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert '"state": "failed"' in (run_dir / "summary.json").read_text()
     assert (run_dir / "report.html").read_text().count("failed") >= 1
+
+
+def test_a_delete_budget_holds_for_catalog_runs_too(small, tmp_path: Path, spark) -> None:
+    """The budget every collector's sweep is held to: --max-deletes 2 of five orphans deletes two
+    and says three are left (swept, the error names the budget); the object a row names is never
+    among them; the expired row is hard-deleted as without a budget; the next run takes the rest."""
+    from lakegc import api
+
+    url, store, orphan = small
+    folder = store / "1" / "2"
+    more = [str(uuid.uuid4()) for _ in range(4)]
+    for oid in more:
+        (folder / f"{oid}.parquet").write_bytes(b"x")
+        os.utime(folder / f"{oid}.parquet", ((NOW - OLD).timestamp(),) * 2)
+    orphans = {f"{oid}.parquet" for oid in [orphan, *more]}
+    named = {p.name for p in folder.iterdir()} - orphans
+    runs = str(tmp_path / "runs")
+    first = api.catalog_gc(url, str(store), max_deletes=2, runs_location=runs, spark=spark)
+    assert (first.state, first.num_candidates, first.num_deleted, first.num_stopped) == ("swept", 5, 2, 3)
+    assert "--max-deletes" in first.error and "lakegc catalog gc" in first.error
+    left = {p.name for p in folder.iterdir()}
+    assert named <= left and len(left & orphans) == 3 and first.details["catalog rows deleted"] == 1
+    rest = api.catalog_gc(url, str(store), runs_location=runs, spark=spark)
+    assert (rest.num_deleted, rest.num_stopped, rest.error) == (3, 0, None)
+    assert {p.name for p in folder.iterdir()} == named

@@ -812,3 +812,29 @@ def test_catalog_from_pyiceberg_yaml(lake: Lake, tmp_path: Path, monkeypatch: py
     age_all(lake.warehouse)
     run = lake.cli("iceberg", "gc", "--catalog", "fromyaml", "y.t", "--json").json()
     assert run["num_deleted"] == 1 and not orphan.exists() and ids(t) == [1]
+
+
+def test_a_delete_budget_holds_for_iceberg_runs_too(lake: Lake, spark) -> None:
+    """The budget every collector's sweep is held to (`engine.collector`): at most --max-deletes
+    files go, the run says how many it left (swept, exit 0, the error names the budget), nothing
+    the table needs is among them, and the next run deletes the rest."""
+    from lakegc import api
+    from lakegc.errors import InvalidArgument
+
+    t, _ = history(lake)
+    orphans = [lake.put(f"ns/t/data/orphan-{i}.parquet", 10) for i in range(5)]
+    age_all(lake.warehouse / "ns/t")
+    needed = referenced(t)
+    first = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_deletes=2, spark=spark)
+    assert (first.state, first.num_deleted, first.num_stopped) == ("swept", 2, first.num_candidates - 2)
+    assert first.num_candidates >= 5 and "--max-deletes" in first.error and "lakegc iceberg gc" in first.error
+    assert sum(p.exists() for p in orphans) == 3 and on_disk(lake, needed) == needed
+    none = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_deletes=0, spark=spark)
+    assert (none.num_deleted, none.num_stopped) == (0, none.num_candidates) and sum(p.exists() for p in orphans) == 3
+    rest = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_delete_rate=100, spark=spark)
+    assert (rest.num_deleted, rest.num_stopped, rest.error) == (first.num_stopped, 0, None)
+    assert not any(p.exists() for p in orphans) and on_disk(lake, referenced(t)) == referenced(t)
+    before = lake.files()
+    with pytest.raises(InvalidArgument, match="--max-deletes"):
+        api.iceberg_gc("lake", ["ns.t"], max_deletes=-1, spark=spark)
+    assert lake.files() == before

@@ -50,6 +50,9 @@ class RunOptions:
     metastore: str | None = None  # the lakegc metastore whose places no run may touch
     budget: Budget = Budget()  # --max-deletes, --max-delete-rate
 
+    def __post_init__(self) -> None:
+        check_budget(self.budget)  # a bad budget fails before anything is read
+
     def plan(self, kind: str, target: str, now: datetime, cutoff: datetime, runs_location: str) -> RunPlan:
         return RunPlan(kind, target, now, cutoff, self.dry_run, runs_location, budget=self.budget)
 
@@ -167,7 +170,6 @@ def collect(
     """Plan, open the run, mark, and unless a dry run, sweep (see the module). `start` gives a Spark
     session when none is given; it is called only once the plan holds."""
     plan = collector.plan()
-    check_budget(plan.run.budget)
     log = FolderRunLog(plan.run.runs_location, plan.run.kind)
     run = _opened(plan.run)
     recorder = Recorder(log, log.folder(run.run_id))
