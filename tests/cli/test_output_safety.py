@@ -182,7 +182,7 @@ def test_run_records_and_outputs_mask_a_password_the_error_carries(env: Env, cli
         now.isoformat(),
         now.isoformat(),
         0.0,
-        policy="no rules: keep every commit",
+        details={"policy": "no rules: keep every commit"},
     )
     storage = open_storage(str(env.namespace()))
     recorder = Recorder(store, run_folder(storage, summary.run_id))

@@ -27,7 +27,6 @@ def summary(**changes) -> Run:
         "2026-11-21T10:00:00+00:00",
         86400.0,
         finished_at="2026-11-22T10:01:00+00:00",
-        policy="no rules: keep every commit",
         num_listed=10,
         num_candidates=3,
         bytes_candidates=3072,
@@ -39,13 +38,22 @@ def summary(**changes) -> Run:
             {"bucket": 0, "label": "0-1d", "count": 4, "bytes": 40},
             {"bucket": 5, "label": "21-30d", "count": 6, "bytes": 60},
         ],
-        candidate_ages=[
-            {"bucket": 5, "label": "21-30d", "reason": "expired", "count": 2, "bytes": 2048},
-            {"bucket": NO_SLICE, "label": bucket_label(NO_SLICE), "reason": "uncommitted", "count": 1, "bytes": 1024},
-        ],
+        details={
+            "policy": "no rules: keep every commit",
+            "candidate_ages": [
+                {"bucket": 5, "label": "21-30d", "reason": "expired", "count": 2, "bytes": 2048},
+                {
+                    "bucket": NO_SLICE,
+                    "label": bucket_label(NO_SLICE),
+                    "reason": "uncommitted",
+                    "count": 1,
+                    "bytes": 1024,
+                },
+            ],
+        },
     )
     for key, value in changes.items():
-        setattr(s, key, value)
+        setattr(s.repo if hasattr(s.repo, key) else s, key, value)
     return s
 
 

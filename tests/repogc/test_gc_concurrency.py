@@ -141,7 +141,7 @@ def fake_run(lake: Lake, state: RunState) -> str:
         now.isoformat(),
         now.isoformat(),
         0.0,
-        policy="no rules: keep every commit",
+        details={"policy": "no rules: keep every commit"},
     )
     store = MetastoreRunLog(lake.metastore, NAME)
     store.create(summary, {"cutoffs": [], "default_cutoff": None, "min_age_seconds": 0.0, "now": now.isoformat()})
@@ -510,7 +510,7 @@ def test_deferred_sweep_keeps_what_other_processes_revived_after_the_mark(env, c
         report = finish(traffic)
 
     revived = {f"v1p{p}" for p in range(4)} | {f"v3p{p}" for p in range(4)} | {"v2p0", "v4p0", "v4p1"}
-    assert (swept.state, swept.num_revived, swept.num_deleted, swept.num_failed) == (
+    assert (swept.state, swept.repo.num_revived, swept.num_deleted, swept.num_failed) == (
         RunState.SWEPT,
         len(revived),
         len(candidates) - len(revived),
@@ -536,7 +536,8 @@ def test_deferred_sweep_keeps_what_other_processes_revived_after_the_mark(env, c
     read_every_entry(repo, "w9")
     read_every_entry(repo, "main")
     print(
-        f"\n[re-validation] {len(candidates)} candidates, {swept.num_revived} revived, {swept.num_deleted} deleted; "
+        f"\n[re-validation] {len(candidates)} candidates, {swept.repo.num_revived} revived, "
+        f"{swept.num_deleted} deleted; "
         f"traffic during the sweep: {report['total_ops']} ops"
     )
 
@@ -664,7 +665,7 @@ def test_gc_rounds_while_writer_processes_hammer_the_repository(env, spark, tmp_
     # every round swept, and between them they collected both kinds of garbage
     assert [(r.state, r.num_failed) for r in rounds] == [(RunState.SWEPT, 0)] * len(rounds)
     assert [r.mode for r in (rounds[0], marked, rounds[1])] == ["clean", "clean", "incremental"]
-    assert sum(r.num_revived for r in rounds) == 0, (
+    assert sum(r.repo.num_revived for r in rounds) == 0, (
         "nothing is revived without branching from old commits: a run marked an object still in flight"
     )
     reasons: dict[str, int] = {}

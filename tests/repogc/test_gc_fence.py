@@ -135,7 +135,7 @@ def test_a_ref_created_at_any_phase_is_refused_or_keeps_its_objects(env: Env, sp
     assert outcome == {"tag": "created", "branch": "created"}
     # Made before the mark read the graph, they keep the objects from being candidates at all;
     # made after, the sweep's re-check revives them.
-    assert summary.num_revived == (0 if at in ("listing", "snapshotting") else len(paths))
+    assert summary.repo.num_revived == (0 if at in ("listing", "snapshotting") else len(paths))
 
 
 def test_refs_hammered_while_the_deletes_run_never_lose_an_object(env: Env, spark, monkeypatch):

@@ -91,7 +91,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     ]
     for name in patched:
         monkeypatch.setattr(sys.modules[name], "utcnow", fake)
-    assert {"lakegc.repogc.job", "lakegc.engine.runs", "lakegc.repogc.lease", "lakegc.repo.repository"} <= set(patched)
+    assert {"lakegc.repogc.job", "lakegc.engine.recorder", "lakegc.repogc.lease", "lakegc.repo.repository"} <= set(
+        patched
+    )
     return fake
 
 
@@ -169,7 +171,7 @@ def summary(
         T0.isoformat(),
         min_age_seconds,
         mark_only=mark_only,
-        policy=policy,
+        details={"policy": policy},
     )
 
 
@@ -199,10 +201,10 @@ def test_a_stopped_sweep_or_a_restore_since_the_base_makes_the_next_run_clean():
     assert (chosen.mode, chosen.reason) == ("clean", "previous run 5 stopped before its sweep finished")
     base = summary("6")
     restored = summary("4", RunState.SWEPT)
-    restored.restored = [{"at": (T0 + timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
+    restored.repo.restored = [{"at": (T0 + timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
     chosen = plan([base, restored], False, "P", 0.0, lambda run: [])
     assert (chosen.mode, chosen.reason) == ("clean", "objects of run 4 were restored since run 6")
-    restored.restored = [{"at": (T0 - timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
+    restored.repo.restored = [{"at": (T0 - timedelta(hours=1)).isoformat(), "path": None, "num_restored": 3}]
     assert plan([base, restored], False, "P", 0.0, lambda run: []).mode == "incremental"
 
 
@@ -301,7 +303,7 @@ def lakeside(tmp_path: Path, clock: Clock, spark) -> Lakeside:
 
 
 def mode(run: Run) -> tuple[str, str, str | None]:
-    return run.mode, run.mode_reason, run.base_run_id
+    return run.mode, run.repo.mode_reason, run.repo.base_run_id
 
 
 # ================================================================================================
@@ -317,7 +319,7 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
 
     r1 = ls.run()
     assert mode(r1) == ("clean", "no previous run to build on", None)
-    assert (r1.num_slices_skipped, r1.num_rechecked) == (0, 0)
+    assert (r1.repo.num_slices_skipped, r1.repo.num_rechecked) == (0, 0)
     clock.advance(HOUR)
     r2 = ls.run(clean=True)
     assert mode(r2) == ("clean", "--clean given", None)
@@ -380,7 +382,7 @@ def test_each_reason_to_run_clean_and_which_runs_may_be_a_base(lakeside: Lakesid
         ls.run(options)
     aside.rename(metaranges)
     [failed] = [r for r in store.list() if r.state == "failed"]
-    assert failed.base_run_id == r8.run_id  # it was incremental: failing is what makes the next one clean
+    assert failed.repo.base_run_id == r8.run_id  # it was incremental: failing is what makes the next one clean
     clock.advance(HOUR)
     r10 = ls.run(options)
     assert mode(r10) == ("clean", f"previous run {failed.run_id} failed", None)
@@ -398,7 +400,7 @@ def test_a_settled_slice_is_not_listed_and_what_lost_its_reference_there_is_dele
     clock.advance(2 * HOUR)
 
     r1 = ls.run()
-    assert ls.settled_by(r1) == {old} and r1.num_slices_listed == 1 and r1.num_candidates == 0
+    assert ls.settled_by(r1) == {old} and r1.repo.num_slices_listed == 1 and r1.num_candidates == 0
     ls.repo.reset_branch("main")
     fresh = ls.upload("main", "fresh")  # a new slice, listed by run 2
     assert ls.slice_of(fresh) != old
@@ -406,7 +408,7 @@ def test_a_settled_slice_is_not_listed_and_what_lost_its_reference_there_is_dele
 
     r2 = ls.run()
     assert mode(r2) == ("incremental", f"builds on run {r1.run_id}", r1.run_id)
-    assert (r2.num_slices_skipped, r2.num_slices_listed, r2.num_rechecked) == (1, 1, 1)
+    assert (r2.repo.num_slices_skipped, r2.repo.num_slices_listed, r2.repo.num_rechecked) == (1, 1, 1)
     assert r2.num_listed == 1  # only `fresh`: the settled slice was not listed
     assert ls.candidates(r2) == {staged: "uncommitted"} and ls.deleted(r2) == {staged}
     assert not ls.exists(staged) and ls.exists(kept) and ls.exists(fresh)
@@ -429,22 +431,22 @@ def test_a_commit_that_expired_and_became_active_again_keeps_its_objects(lakesid
     clock.advance(2 * HOUR)
 
     r1 = ls.run(options)
-    assert r1.expired_commits == 2 and r1.num_candidates == 0  # c1 and the initial commit; x is staged
+    assert r1.repo.expired_commits == 2 and r1.num_candidates == 0  # c1 and the initial commit; x is staged
     assert ls.slice_of(x) in ls.settled_by(r1) and ls.slice_of(z) == ls.slice_of(x)
 
     ls.repo.reset_branch("dev")
     clock.advance(25 * HOUR)  # the copy record protects x for a day
     ls.repo.create_branch("revived", c1.id)
     r2 = ls.run_compared(options)
-    assert r2.mode == "incremental" and r2.num_slices_skipped == 1 and r2.num_slices_listed == 0
-    assert r2.num_rechecked == 1  # z; x is referenced again and is not even looked up
+    assert r2.mode == "incremental" and r2.repo.num_slices_skipped == 1 and r2.repo.num_slices_listed == 0
+    assert r2.repo.num_rechecked == 1  # z; x is referenced again and is not even looked up
     assert ls.candidates(r2) == {z: "uncommitted"} and ls.deleted(r2) == {z}
     assert ls.exists(x) and ls.repo.read("revived", "a") == b"x"
 
     ls.repo.delete_branch("revived")  # c1 expires again: now x is committed garbage
     clock.advance(HOUR)
     r3 = ls.run_compared(options)
-    assert r3.mode == "incremental" and r3.num_rechecked == 1
+    assert r3.mode == "incremental" and r3.repo.num_rechecked == 1
     assert ls.candidates(r3) == {x: "expired"} and ls.deleted(r3) == {x}
 
 
@@ -463,14 +465,14 @@ def test_candidates_a_sweep_revived_are_looked_up_by_the_next_run(lakeside: Lake
     assert ls.candidates(m1) == {x: "expired"} and ls.slice_of(x) in ls.settled_by(m1)
     ls.repo.create_branch("revived", c1.id)
     swept = sweep_run(ls.lake, "repo", m1.run_id, spark=ls.spark)
-    assert (swept.state, swept.num_revived, swept.num_deleted) == ("swept", 1, 0)
+    assert (swept.state, swept.repo.num_revived, swept.num_deleted) == ("swept", 1, 0)
     assert [row["address"] for row in run_output(ls.ns, m1.run_id, "revived")] == [x]
 
     ls.repo.delete_branch("revived")
     clock.advance(HOUR)
     r2 = ls.run_compared(options)
     assert mode(r2) == ("incremental", f"builds on run {m1.run_id}", m1.run_id)
-    assert (r2.num_slices_skipped, r2.num_rechecked) == (1, 1)
+    assert (r2.repo.num_slices_skipped, r2.repo.num_rechecked) == (1, 1)
     assert ls.candidates(r2) == {x: "expired"} and ls.deleted(r2) == {x}
 
 
@@ -504,7 +506,7 @@ def test_a_slice_stays_open_while_an_object_may_still_land_in_it(lakeside: Lakes
     ls.touch(odd, clock.now - timedelta(minutes=10))  # younger than min-age: it must not be taken for settled
 
     r1 = ls.run(options)  # start + 3h20: s1, s2, s3 are closed
-    assert r1.num_slices_listed == 3 and ls.settled_by(r1) == set() and ls.candidates(r1) == {}
+    assert r1.repo.num_slices_listed == 3 and ls.settled_by(r1) == set() and ls.candidates(r1) == {}
     clock.advance(timedelta(minutes=20))
     ls.repo.storage.write(in_flight, b"slow")  # the upload finishes (within min-age), never staged
     ls.touch(in_flight, started)
@@ -514,7 +516,7 @@ def test_a_slice_stays_open_while_an_object_may_still_land_in_it(lakeside: Lakes
 
     r2 = ls.run_compared(options)
     assert mode(r2) == ("incremental", f"builds on run {r1.run_id}", r1.run_id)
-    assert (r2.num_slices_skipped, r2.num_slices_listed) == (0, 3)
+    assert (r2.repo.num_slices_skipped, r2.repo.num_slices_listed) == (0, 3)
     assert ls.candidates(r2) == {claims.address: "uncommitted", odd: "uncommitted", in_flight: "uncommitted"}
     assert ls.deleted(r2) == {claims.address, odd, in_flight}
     assert ls.exists(early) and ls.exists(anchor)
@@ -750,7 +752,7 @@ class World(Lakeside, RandomOps):
         now, min_age = self.clock.now, self.options.min_age
 
         # modes, and what was listed
-        assert mode(clean)[:2] == ("clean", "--clean given") and clean.num_slices_listed == len(dirs)
+        assert mode(clean)[:2] == ("clean", "--clean given") and clean.repo.num_slices_listed == len(dirs)
         base = self.last_run
         if base is None:
             assert mode(real) == ("clean", "no previous run to build on", None)
@@ -761,8 +763,8 @@ class World(Lakeside, RandomOps):
         else:
             assert mode(real) == ("incremental", f"builds on run {base.run_id}", base.run_id)
             base_settled = self.settled_by(base)
-        assert real.num_slices_skipped == len(base_settled & dirs)
-        assert real.num_slices_listed == len(dirs) - real.num_slices_skipped
+        assert real.repo.num_slices_skipped == len(base_settled & dirs)
+        assert real.repo.num_slices_listed == len(dirs) - real.repo.num_slices_skipped
         assert self.settled_by(real) >= base_settled
 
         # the candidates: the incremental run's = the clean run's = the model's
@@ -774,7 +776,7 @@ class World(Lakeside, RandomOps):
         assert candidates == self.candidates(clean)
         assert reference_set(self.ns, real.run_id) == reference_set(self.ns, clean.run_id)  # moved forward == rebuilt
         assert candidates == {key: "expired" if key in in_expired else "uncommitted" for key in expected}
-        assert real.num_candidates == len(expected) and real.active_commits == len(active)
+        assert real.num_candidates == len(expected) and real.repo.active_commits == len(active)
 
         revived: set[str] = set()
         if between is not None:  # changes between the mark and its sweep may revive candidates
@@ -794,7 +796,7 @@ class World(Lakeside, RandomOps):
             revived = set(candidates) & referenced
             real = self.sweep(real)
             assert {row["address"] for row in run_output(self.ns, real.run_id, "revived")} == revived
-        assert (real.state, real.num_revived, real.num_failed) == ("swept", len(revived), 0)
+        assert (real.state, real.repo.num_revived, real.num_failed) == ("swept", len(revived), 0)
         deleted = self.deleted(real)
         assert deleted == set(candidates) - revived and real.num_deleted == len(deleted)
         after = namespace_files(self.ns)
@@ -808,8 +810,8 @@ class World(Lakeside, RandomOps):
         incremental = real.mode == "incremental"
         counts = {
             "incremental": incremental,
-            "slices skipped": real.num_slices_skipped > 0,
-            "suspects rechecked": real.num_rechecked > 0,
+            "slices skipped": real.repo.num_slices_skipped > 0,
+            "suspects rechecked": real.repo.num_rechecked > 0,
             "deleted by incremental": incremental and bool(deleted),
             "expired by incremental": incremental and "expired" in candidates.values(),
             "revived": bool(revived),
@@ -1108,7 +1110,7 @@ def test_a_changed_reference_set_file_fails_the_run_and_deletes_nothing(lakeside
     assert ls.exists(live) and ls.exists(stray)
     clock.advance(HOUR)
     r3 = ls.run()
-    assert r3.mode == "clean" and r3.mode_reason.endswith("failed") and not ls.exists(stray) and ls.exists(live)
+    assert r3.mode == "clean" and r3.repo.mode_reason.endswith("failed") and not ls.exists(stray) and ls.exists(live)
 
 
 def test_the_sweep_rechecks_only_what_was_staged_or_copied_after_its_mark(lakeside: Lakeside, clock: Clock):
@@ -1135,5 +1137,5 @@ def test_the_sweep_rechecks_only_what_was_staged_or_copied_after_its_mark(lakesi
     swept = sweep_run(ls.lake, "repo", marked.run_id, spark=ls.spark)
     recheck = pq.read_table(ls.ns / "_lakegc" / "gc" / marked.run_id / "recheck" / "uncommitted.parquet")
     assert sorted(zip(*recheck.to_pydict().values())) == [(x, "copy"), (x, "staged")]  # not the five
-    assert (swept.num_deleted, swept.num_revived) == (1, 1)
+    assert (swept.num_deleted, swept.repo.num_revived) == (1, 1)
     assert ls.exists(x) and not ls.exists(gone) and ls.repo.read("work", "copy-of-a") == b"x"

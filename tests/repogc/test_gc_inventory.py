@@ -551,7 +551,7 @@ def test_an_inventory_run_deletes_exactly_what_a_plain_run_deletes(world: World,
     assert w.named(w.candidates(plain)) == expected
     assert w.candidates(dry) == w.candidates(plain)
     assert (dry.num_candidates, dry.bytes_candidates) == (plain.num_candidates, plain.bytes_candidates)
-    assert "listed from the inventory taken" in dry.mode_reason and "inventory" not in plain.mode_reason
+    assert "listed from the inventory taken" in dry.repo.mode_reason and "inventory" not in plain.repo.mode_reason
     _, params = MetastoreRunLog(w.lake.metastore, "repo").get(dry.run_id)
     assert params["inventory"]["manifest"] == manifest.as_uri()
 
@@ -693,7 +693,7 @@ def test_an_inventory_run_may_build_on_an_earlier_run(world: World):
     )
     clean = w.run(options, dry_run=True, clean=True)
     r2 = w.run(options, inventory=str(manifest))
-    assert r2.mode == "incremental" and (r2.num_slices_skipped, r2.num_slices_listed) == (1, 1)
+    assert r2.mode == "incremental" and (r2.repo.num_slices_skipped, r2.repo.num_slices_listed) == (1, 1)
     expected = {"D2": "uncommitted", "E1": "uncommitted", "E2": "uncommitted"}
     assert w.named(w.candidates(r2)) == w.named(w.candidates(clean)) == expected
     assert not any((w.ns / w.keys[name]).exists() for name in expected)
@@ -786,7 +786,7 @@ def test_an_s3_inventory_of_the_bucket_lists_an_s3_namespace(bucket: Bucket, clo
     assert candidates(plain) == expected
     before = bucket.keys()
     summary = run(inventory=manifest)
-    assert candidates(summary) == expected and "listed from the inventory" in summary.mode_reason
+    assert candidates(summary) == expected and "listed from the inventory" in summary.repo.mode_reason
     assert (summary.state, summary.num_deleted, summary.num_failed) == ("swept", 3, 0)
     assert before - bucket.keys() == {f"lake/{k}" for k in expected}
     assert outside <= bucket.keys() and "lake/_lakegc/repository.json" in bucket.keys()  # noqa: SIM118 (a listing)

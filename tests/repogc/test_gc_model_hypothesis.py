@@ -614,7 +614,7 @@ def check_gc_against_the_model(
         assert sorted(row["address"] for row in deleted) == sorted(expected)
         assert summary.num_candidates == summary.num_deleted == len(expected)
         assert summary.bytes_deleted == sum(sizes[key] for key in expected)
-        assert summary.active_commits == len(active)
+        assert summary.repo.active_commits == len(active)
         # each candidate's reason: `expired` when a commit (an expired one) still holds it, else `uncommitted`
         in_trees = {key for keys in trees.values() for key in keys}
         reasons = {row["address"]: row["reason"] for row in run_output(h.namespace, summary.run_id, "candidates")}

@@ -534,6 +534,6 @@ def test_records_written_before_moves_were_counted_apart_read_as_moves(
         "restored": [{"at": "2026-11-27T00:00:00+00:00", "path": None, "num_restored": n} for n in restores],
     }
     run = Run.from_json(doc)
-    assert (run.num_moved, run.num_restored, run.num_purged, run.num_in_window) == expected
-    assert (run.num_deleted, run.bytes_deleted, run.bytes_moved) == (0, 0, 1000)
-    assert run.bytes_in_window == (1000 if expected[3] else 0)
+    assert (run.repo.num_moved, run.repo.num_restored, run.repo.num_purged, run.repo.num_in_window) == expected
+    assert (run.num_deleted, run.bytes_deleted, run.repo.bytes_moved) == (0, 0, 1000)
+    assert run.repo.bytes_in_window == (1000 if expected[3] else 0)

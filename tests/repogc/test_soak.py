@@ -210,7 +210,7 @@ def soak(env: Env, spark, seconds: float) -> dict[str, object]:
         "runs": runs,
         **dict(sorted(w.counts.items())),
         "deleted": deleted,
-        "quarantines purged": sum(1 for r in recorded if r.purged_at),
+        "quarantines purged": sum(1 for r in recorded if r.repo.purged_at),
         "lost": len(lost),
         "failed runs": len(failed),
     }

@@ -10,6 +10,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from lakegc.engine.ages import BUCKETS_DAYS, bucket_label
+from lakegc.engine.runs import RepositoryDetails
 from lakegc.timeutil import shown_time
 
 if TYPE_CHECKING:
@@ -28,23 +29,37 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#6670
 _REASON_COLOURS = {"expired": "#6f42c1", "uncommitted": "#0969da", "orphan": "#0969da", "prefix mismatch": "#cf222e"}
 
 
+def _own(run: Run) -> RepositoryDetails:
+    """A repository run's own details; for a connector run, none of them (all zero and empty)."""
+    return run.details if isinstance(run.details, RepositoryDetails) else _NONE
+
+
+_NONE = RepositoryDetails()
+
+
 def _window_text(run: Run) -> str:
     """Where the objects a run moved into its restore window are now: still there, restored or purged."""
-    parts = [f"{run.num_in_window} ({human_bytes(run.bytes_in_window)}) in the window"]
-    if run.num_restored:
-        parts.append(f"{run.num_restored} ({human_bytes(run.bytes_restored)}) restored")
-    if run.num_purged:
-        parts.append(f"{run.num_purged} ({human_bytes(run.bytes_purged)}) purged")
-    if run.purged_at:
-        return ", ".join(parts) + f"; ended {shown_time(run.quarantine_until)}, purged {shown_time(run.purged_at)}"
-    return ", ".join(parts) + f"; purge due {shown_time(run.quarantine_until)} (`gc restore` puts them back until then)"
+    parts = [f"{_own(run).num_in_window} ({human_bytes(_own(run).bytes_in_window)}) in the window"]
+    if _own(run).num_restored:
+        parts.append(f"{_own(run).num_restored} ({human_bytes(_own(run).bytes_restored)}) restored")
+    if _own(run).num_purged:
+        parts.append(f"{_own(run).num_purged} ({human_bytes(_own(run).bytes_purged)}) purged")
+    if _own(run).purged_at:
+        return (
+            ", ".join(parts)
+            + f"; ended {shown_time(_own(run).quarantine_until)}, purged {shown_time(_own(run).purged_at)}"
+        )
+    return (
+        ", ".join(parts)
+        + f"; purge due {shown_time(_own(run).quarantine_until)} (`gc restore` puts them back until then)"
+    )
 
 
 def window_cell(run: Run) -> str:
     """A window run's objects in a few words (`gc runs`); empty for a run without a window."""
-    if run.quarantine_until is None or not run.num_moved:
+    if _own(run).quarantine_until is None or not _own(run).num_moved:
         return ""
-    return f"{run.num_moved} moved, {run.num_restored} restored, {run.num_purged} purged"
+    return f"{_own(run).num_moved} moved, {_own(run).num_restored} restored, {_own(run).num_purged} purged"
 
 
 def summary_rows(run: Run) -> list[list[object]]:
@@ -53,15 +68,15 @@ def summary_rows(run: Run) -> list[list[object]]:
     if run.kind == "repository":
         mode = "dry run, " if run.dry_run else ("mark only, " if run.mark_only else "")
         rows += [
-            ["mode", f"{mode}{run.mode}" + (f": {run.mode_reason}" if run.mode_reason else "")],
+            ["mode", f"{mode}{run.mode}" + (f": {_own(run).mode_reason}" if _own(run).mode_reason else "")],
             ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
-            ["policy", run.policy],
+            ["policy", _own(run).policy],
             [
                 "min-age",
                 f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})",
             ],
-            ["commits", f"{run.active_commits} active, {run.expired_commits} expired"],
-            ["slices", f"{run.num_slices_listed} listed, {run.num_slices_skipped} skipped (settled)"],
+            ["commits", f"{_own(run).active_commits} active, {_own(run).expired_commits} expired"],
+            ["slices", f"{_own(run).num_slices_listed} listed, {_own(run).num_slices_skipped} skipped (settled)"],
         ]
     else:
         rows += [
@@ -72,7 +87,9 @@ def summary_rows(run: Run) -> list[list[object]]:
         ]
     rows.append(["objects listed", listed_text(run)])
     if run.mode == "incremental":
-        rows.append(["looked up again", f"{run.num_rechecked} (lost a reference since run {run.base_run_id})"])
+        rows.append(
+            ["looked up again", f"{_own(run).num_rechecked} (lost a reference since run {_own(run).base_run_id})"]
+        )
     by_reason = ", ".join(f"{n} {reason}" for reason, n in sorted(run.candidates_by_reason.items()))
     rows.append(
         [
@@ -81,11 +98,13 @@ def summary_rows(run: Run) -> list[list[object]]:
         ]
     )
     swept = run.state in ("swept", "failed") and not (run.dry_run or run.mark_only)
-    if swept or run.num_deleted or run.num_moved or run.num_failed:
-        revived = f", {run.num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
+    if swept or run.num_deleted or _own(run).num_moved or run.num_failed:
+        revived = (
+            f", {_own(run).num_revived} revived (referenced again since the mark)" if run.kind == "repository" else ""
+        )
         stopped = f", {run.num_stopped} left by --max-deletes" if run.num_stopped else ""
-        window = run.quarantine_until is not None
-        count, size = (run.num_moved, run.bytes_moved) if window else (run.num_deleted, run.bytes_deleted)
+        window = _own(run).quarantine_until is not None
+        count, size = (_own(run).num_moved, _own(run).bytes_moved) if window else (run.num_deleted, run.bytes_deleted)
         rows.append(
             [
                 "moved to the restore window" if window else "deleted",
@@ -94,9 +113,9 @@ def summary_rows(run: Run) -> list[list[object]]:
         )
     if run.num_slowdowns:
         rows.append(["store throttling", f"{run.num_slowdowns} delete request(s) throttled; the sweep slowed down"])
-    if run.quarantine_until:
+    if _own(run).quarantine_until:
         rows.append(["restore window", _window_text(run)])
-    rows += [[name, value] for name, value in run.details.items() if not isinstance(value, (list, dict))]
+    rows += [[name, value] for name, value in run.figures.items() if not isinstance(value, (list, dict))]
     if run.phases:
         jobs = f", {run.spark_jobs} Spark job(s)" if run.spark_jobs is not None else ""
         rows.append(["time", f"{sum(run.phases.values()):.1f}s in phases{jobs}:"])
@@ -123,7 +142,7 @@ def top_tables(run: Run) -> list[tuple[str, list[str], list[list[str]]]]:
     the CLI and the report alike; none for a run that did not name its candidates."""
     tables = []
     for name, title in TOP_TITLES.items():
-        rows = run.top.get(name) or []
+        rows = _own(run).top.get(name) or []
         if not rows:
             continue
         if name == "commits":
@@ -137,8 +156,10 @@ def top_tables(run: Run) -> list[tuple[str, list[str], list[list[str]]]]:
             header = [name[:-2].upper() if name == "prefixes" else "BRANCH", "CANDIDATES", "BYTES"]
             body = [[r["name"], f"{r['candidates']:,}", human_bytes(r["bytes"])] for r in rows]
         tables.append((title, header, body))
-    if run.retention_curve:
-        body = [[p["retention"], f"{p['num_candidates']:,}", human_bytes(p["bytes"])] for p in run.retention_curve]
+    if _own(run).retention_curve:
+        body = [
+            [p["retention"], f"{p['num_candidates']:,}", human_bytes(p["bytes"])] for p in _own(run).retention_curve
+        ]
         tables.append(("Retention curve: what a run would collect", ["RETENTION", "CANDIDATES", "BYTES"], body))
     return tables
 
@@ -170,15 +191,16 @@ def human_bytes(n: float) -> str:
 
 def render_report(run: Run) -> str:
     """The whole report as one HTML page."""
-    if run.quarantine_until is not None and (run.num_moved or run.state == "swept"):
+    own = _own(run)
+    if own.quarantine_until is not None and (own.num_moved or run.state == "swept"):
         reclaimed = (
-            f"{human_bytes(run.bytes_purged)} reclaimed: {run.num_purged:,} objects purged from the restore window"
-            if run.num_purged
-            else f"moved to the restore window: {run.num_moved:,} objects, {human_bytes(run.bytes_moved)}, "
-            f"purge due {shown_time(run.quarantine_until)}"
+            f"{human_bytes(own.bytes_purged)} reclaimed: {own.num_purged:,} objects purged from the restore window"
+            if own.num_purged
+            else f"moved to the restore window: {own.num_moved:,} objects, {human_bytes(own.bytes_moved)}, "
+            f"purge due {shown_time(own.quarantine_until)}"
         )
-        if run.num_restored:
-            reclaimed += f" ({run.num_restored:,} restored)"
+        if own.num_restored:
+            reclaimed += f" ({own.num_restored:,} restored)"
     elif run.num_deleted or (run.state == "swept" and not run.dry_run):
         reclaimed = f"{human_bytes(run.bytes_deleted)} reclaimed: {run.num_deleted:,} objects deleted"
     else:
@@ -204,14 +226,14 @@ def render_report(run: Run) -> str:
         ),
     ]
     if run.kind == "repository":  # its candidates by slice age and reason: the reasons' bars are there
-        parts += ["<h2>Candidates by slice age</h2>", _candidate_ages(run.candidate_ages)]
+        parts += ["<h2>Candidates by slice age</h2>", _candidate_ages(_own(run).candidate_ages)]
         for title, header, rows in top_tables(run):
             parts += [
                 f"<h2>{escape(title)}</h2>",
                 html_table([h.lower() for h in header], rows, numeric={len(header) - 2, len(header) - 1}),
             ]
-        if run.retention_curve:
-            parts.append(curve_svg(run.retention_curve))
+        if _own(run).retention_curve:
+            parts.append(curve_svg(_own(run).retention_curve))
     else:
         parts.append(
             bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())])

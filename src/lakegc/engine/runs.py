@@ -24,6 +24,7 @@ end time, tells the log, and writes summary.json (and report.html once the run h
 
 from __future__ import annotations
 
+import copy
 import json
 import secrets
 from dataclasses import asdict, dataclass, field, fields
@@ -88,75 +89,37 @@ def new_run_id(now: datetime) -> str:
     return f"{at:%Y%m%dT%H%M%S}{at.microsecond // 1000:03d}Z-{secrets.token_hex(3)}"
 
 
-@dataclass
-class Run:
-    """What one GC run did. Repository runs fill the fields about commits, slices and their base
-    run; a connector keeps what is its own (expired snapshots, catalog rows) in `details`."""
+@dataclass(slots=True)  # a misspelt or moved field is an error, never a new attribute
+class RepositoryDetails:
+    """What only a repository run records: which commits stayed and why, the base of an
+    incremental run, what holds the candidates' bytes, and its restore window."""
 
-    run_id: str
-    kind: str  # REPOSITORY, or the connector: "iceberg", "catalog", ...
-    target: str  # what it cleaned: the repository's name, the tables, the store
-    state: RunState
-    dry_run: bool
-    started_at: str
-    cutoff_time: str  # objects modified at or after this are never candidates
-    min_age_seconds: float
-    location: str = ""  # the run folder (summary.json, report.html, candidates/, deleted/)
-    mode: str = "clean"
-    mark_only: bool = False
-    finished_at: str | None = None
-    policy: str = ""  # which commits stay, as a repository run was told
-    settings: dict[str, Any] = field(default_factory=dict)  # a connector run's options, as people read them
-    num_listed: int = 0  # objects the listing found
-    num_young: int = 0  # of which younger than the cutoff: never candidates
-    num_candidates: int = 0
-    bytes_candidates: int = 0
-    candidates_by_reason: dict[str, int] = field(default_factory=dict)
-    num_deleted: int = 0
-    bytes_deleted: int = 0
-    num_failed: int = 0
-    num_revived: int = 0  # candidates referenced again by the time the sweep re-checked them
-    active_commits: int = 0
-    expired_commits: int = 0
-    phases: dict[str, float] = field(default_factory=dict)
-    phase_jobs: dict[str, int] = field(default_factory=dict)  # Spark jobs each phase started (when counted)
-    spark_jobs: int | None = None  # Spark jobs the run started, mark and sweep (None: not counted)
-    error: str | None = None
+    policy: str = ""  # which commits stay, as the run was told
     mode_reason: str = ""
     base_run_id: str | None = None
+    active_commits: int = 0
+    expired_commits: int = 0
     num_slices_listed: int = 0
     num_slices_skipped: int = 0
     num_rechecked: int = 0
+    num_revived: int = 0  # candidates referenced again by the time the sweep re-checked them
     refs_sha256: str | None = None  # the run's reference set manifest (gc.refset), as written
-    object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (engine.ages)
     candidate_ages: list[dict[str, Any]] = field(default_factory=list)  # candidates by slice age and reason
     # what holds the candidates' bytes (repogc.names): {"prefixes", "branches", "commits": [{name, candidates, bytes}]}
     top: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    retention_curve: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # gc run --curve: the points, as simulate gives them
-    details: dict[str, Any] = field(default_factory=dict)
-    # the restore window (repository runs): collected objects wait in the run's quarantine until then
+    retention_curve: list[dict[str, Any]] = field(default_factory=list)  # gc run --curve: simulate's points
+    # The restore window: a run with one deletes nothing itself; its sweep moves what it collects
+    # into the window (num_moved), from where each object is either restored (once, however often
+    # asked) or purged when the window ends (at quarantine_until); what is left is still in it.
     quarantine_until: str | None = None
     purged_at: str | None = None  # when the quarantine was purged (its objects are gone for good)
     restored: list[dict[str, Any]] = field(default_factory=list)  # each restore: {at, path, num_restored}
-    # A run with a restore window deletes nothing itself: its sweep moves what it collects into the
-    # window (num_moved), from where each object is either restored (once, however often asked) or
-    # purged when the window ends; what is left is still in the window. num_deleted counts only
-    # what a run without a window deleted for good.
     num_moved: int = 0
     bytes_moved: int = 0
     num_restored: int = 0
     bytes_restored: int = 0
     num_purged: int = 0
     bytes_purged: int = 0
-    num_stopped: int = 0  # candidates a --max-deletes budget left (for a later `gc sweep`; a connector's next run)
-    failed: list[dict[str, Any]] = field(default_factory=list)  # the first objects num_failed counts: {address, error}
-    num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
-
-    @property
-    def repository(self) -> str | None:
-        return self.target if self.kind == REPOSITORY else None
 
     @property
     def num_in_window(self) -> int:
@@ -167,14 +130,75 @@ class Run:
     def bytes_in_window(self) -> int:
         return self.bytes_moved - self.bytes_restored - self.bytes_purged
 
+
+@dataclass(slots=True)
+class Run:
+    """What one GC run did: the fields every run has, and the collector's own in `details` (a
+    repository run's `RepositoryDetails`; a connector's figures as people read them: expired
+    snapshots, catalog rows...). Stage results are recorded in one step each (`record_mark`,
+    `record_sweep`); summary.json, `--json`, the report and `gc runs` are all made from it."""
+
+    run_id: str
+    kind: str  # REPOSITORY, or the collector: "iceberg", "delta", "catalog", ...
+    target: str  # what it cleaned: the repository's name, the tables, the store
+    state: RunState
+    dry_run: bool
+    started_at: str
+    cutoff_time: str  # objects modified at or after this are never candidates
+    min_age_seconds: float
+    location: str = ""  # the run folder (summary.json, report.html, candidates/, deleted/)
+    mode: str = "clean"
+    mark_only: bool = False  # marked for a later sweep
+    finished_at: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)  # a connector run's options, as people read them
+    num_listed: int = 0  # objects the listing found
+    num_young: int = 0  # of which younger than the cutoff: never candidates
+    num_candidates: int = 0
+    bytes_candidates: int = 0
+    candidates_by_reason: dict[str, int] = field(default_factory=dict)
+    num_deleted: int = 0  # deleted for good (a repository run with a restore window moves instead)
+    bytes_deleted: int = 0
+    num_failed: int = 0
+    num_stopped: int = 0  # candidates a --max-deletes budget left (for a later `gc sweep`; a connector's next run)
+    num_slowdowns: int = 0  # delete requests the store throttled (the sweep slowed down for them)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # the first objects num_failed counts: {address, error}
+    object_ages: list[dict[str, Any]] = field(default_factory=list)  # listed objects by age (engine.ages)
+    phases: dict[str, float] = field(default_factory=dict)
+    phase_jobs: dict[str, int] = field(default_factory=dict)  # Spark jobs each phase started (when counted)
+    spark_jobs: int | None = None  # Spark jobs the run started, mark and sweep (None: not counted)
+    error: str | None = None
+    details: RepositoryDetails | dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind == REPOSITORY and not isinstance(self.details, RepositoryDetails):
+            self.details = RepositoryDetails(**self.details)
+
+    @property
+    def repository(self) -> str | None:
+        return self.target if self.kind == REPOSITORY else None
+
+    @property
+    def repo(self) -> RepositoryDetails:
+        """A repository run's own details (a connector run has none: its details are a dict)."""
+        if not isinstance(self.details, RepositoryDetails):
+            raise TypeError(f"run {self.run_id} is a {self.kind} run, not a repository run")
+        return self.details
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        """A connector run's details as people read them (none for a repository run)."""
+        return self.details if isinstance(self.details, dict) else {}
+
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
+        """The record as summary.json and `--json` have always shown it: a repository run's details
+        flat among the common fields, a connector's under "details"."""
+        doc = copy.deepcopy({f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"})
         doc["state"] = str(self.state)
-        if self.kind == REPOSITORY:
-            doc = {"repository": self.target, **{k: v for k, v in doc.items() if k not in _CONNECTOR_ONLY}}
-        else:
-            doc = {"connector": self.kind, **{k: v for k, v in doc.items() if k not in _REPOSITORY_ONLY}}
-        return doc
+        if isinstance(self.details, RepositoryDetails):
+            doc.pop("settings")
+            return {"repository": self.target, **doc, **asdict(self.details)}
+        shown = {k: v for k, v in doc.items() if k not in _REPOSITORY_ONLY}
+        return {"connector": self.kind, **shown, "details": copy.deepcopy(self.details)}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Run:
@@ -186,8 +210,14 @@ class Run:
         values.setdefault("target", doc.get("repository") or "")
         values.setdefault("min_age_seconds", 0.0)
         values["state"] = RunState(values["state"])
-        if values.get("quarantine_until") and "num_moved" not in doc:
-            values.update(_moved_counts(values))
+        if values["kind"] == REPOSITORY:
+            own = {k: v for k, v in doc.items() if k in _DETAIL_FIELDS}
+            if own.get("quarantine_until") and "num_moved" not in doc:
+                own.update(_moved_counts(doc))
+                values["num_deleted"], values["bytes_deleted"] = 0, 0
+            values["details"] = RepositoryDetails(**own)
+        else:
+            values["details"] = dict(doc.get("details") or {})
         return cls(**values)
 
     def masked(self) -> Run:
@@ -217,41 +247,16 @@ def _moved_counts(values: dict[str, Any]) -> dict[str, Any]:
     from its records (`repogc.quarantine.recount`)."""
     moved, moved_bytes = values.get("num_deleted", 0), values.get("bytes_deleted", 0)
     restored = min(moved, sum(r.get("num_restored", 0) for r in values.get("restored", [])))
-    counts = {"num_deleted": 0, "bytes_deleted": 0, "num_moved": moved, "bytes_moved": moved_bytes}
+    counts = {"num_moved": moved, "bytes_moved": moved_bytes}
     counts["num_restored"], counts["bytes_restored"] = restored, moved_bytes if restored == moved else 0
     if values.get("purged_at"):
         counts["num_purged"], counts["bytes_purged"] = moved - restored, moved_bytes - counts["bytes_restored"]
     return counts
 
 
-_FIELDS = {f.name for f in fields(Run)}
-_REPOSITORY_ONLY = {
-    "mode_reason",
-    "base_run_id",
-    "num_slices_listed",
-    "num_slices_skipped",
-    "num_rechecked",
-    "refs_sha256",
-    "candidate_ages",
-    "active_commits",
-    "expired_commits",
-    "num_revived",
-    "mark_only",
-    "policy",
-    "top",
-    "retention_curve",
-    "quarantine_until",
-    "purged_at",
-    "restored",
-    "num_moved",
-    "bytes_moved",
-    "num_restored",
-    "bytes_restored",
-    "num_purged",
-    "bytes_purged",
-    "failed",
-}
-_CONNECTOR_ONLY = {"settings", "details"}
+_FIELDS = {f.name for f in fields(Run)} - {"details"}
+_DETAIL_FIELDS = {f.name for f in fields(RepositoryDetails)}
+_REPOSITORY_ONLY = {"mark_only", "failed"}  # not in a connector run's JSON (as before runs had one record)
 
 
 @dataclass(frozen=True)

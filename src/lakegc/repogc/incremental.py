@@ -89,10 +89,10 @@ def plan(
         return Plan("clean", f"previous run {base.run_id} failed")
     if base.state is RunState.SWEEPING:  # its settled slices may still hold candidates it did not delete
         return Plan("clean", f"previous run {base.run_id} stopped before its sweep finished")
-    restored = [r for r in runs if any(done["at"] > base.started_at for done in r.restored)]
+    restored = [r for r in runs if any(done["at"] > base.started_at for done in r.repo.restored)]
     if restored:  # objects back in slices the base settled: only a listing finds them again
         return Plan("clean", f"objects of run {restored[0].run_id} were restored since run {base.run_id}")
-    if base.policy != policy:
+    if base.repo.policy != policy:
         return Plan("clean", f"retention rules changed since run {base.run_id}")
     if base.min_age_seconds != min_age_seconds:
         return Plan("clean", f"min-age changed since run {base.run_id}")

@@ -17,7 +17,15 @@ from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.recorder import Recorder, write_record
-from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Run, RunState, SweepIncomplete, new_run_id
+from lakegc.engine.runs import (
+    REPOSITORY,
+    MetastoreRunLog,
+    RepositoryDetails,
+    Run,
+    RunState,
+    SweepIncomplete,
+    new_run_id,
+)
 from lakegc.engine.spark import classic_context, jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
@@ -126,9 +134,11 @@ def run_gc(
             options.min_age.total_seconds(),
             mode=chosen.mode,
             mark_only=options.mark_only,
-            policy=policies.described,
-            mode_reason=chosen.reason + listed,
-            base_run_id=chosen.base.run_id if chosen.base else None,
+            details=RepositoryDetails(
+                policy=policies.described,
+                mode_reason=chosen.reason + listed,
+                base_run_id=chosen.base.run_id if chosen.base else None,
+            ),
         )
         recorder.start(
             run,
@@ -146,17 +156,17 @@ def run_gc(
             result = mark(spark, source, run_id, chosen, policies, now, options.min_age, timed, inventory=inventory)
             if curve:
                 in_curve = lambda name, detail="": timed(f"retention curve: {name}", detail)  # noqa: E731
-                run.retention_curve = retention_curve(spark, source, curve, now, options.min_age, in_curve).to_json()[
-                    "points"
-                ]
+                run.repo.retention_curve = retention_curve(
+                    spark, source, curve, now, options.min_age, in_curve
+                ).to_json()["points"]
             timed.stop()
             run.num_listed, run.num_young = result.num_listed, result.num_young
             run.record_counts(result.candidates)
-            run.active_commits, run.expired_commits = len(result.active), result.expired
-            run.num_slices_listed, run.num_slices_skipped = result.slices_listed, result.slices_skipped
-            run.num_rechecked, run.refs_sha256 = result.num_rechecked, result.refs_sha256
-            run.object_ages, run.candidate_ages = result.object_ages, result.candidate_ages
-            run.top = result.top
+            run.repo.active_commits, run.repo.expired_commits = len(result.active), result.expired
+            run.repo.num_slices_listed, run.repo.num_slices_skipped = result.slices_listed, result.slices_skipped
+            run.repo.num_rechecked, run.repo.refs_sha256 = result.num_rechecked, result.refs_sha256
+            run.object_ages, run.repo.candidate_ages = result.object_ages, result.candidate_ages
+            run.repo.top = result.top
             recorder.transition(run, RunState.MARKED)
         if options.dry_run or options.mark_only:
             return run
@@ -191,7 +201,7 @@ def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policie
         return _trusting(chosen, source, runs)
     base = chosen.base.run_id
     try:
-        refs = load_manifest(source.storage, run_prefix(base), chosen.base.refs_sha256)
+        refs = load_manifest(source.storage, run_prefix(base), chosen.base.repo.refs_sha256)
         TreeChange.between(refs, source.trees(), set())  # every tree it knew is still here
         settled = json.loads(source.storage.read(run_prefix(base) + SETTLED))
         trust = refs.trust_record(source.storage)
@@ -204,11 +214,13 @@ def plan_run(log: MetastoreRunLog, source: GcSource, options: GcOptions, policie
 def _trusting(chosen: Plan, source: GcSource, runs: list[Run]) -> Plan:
     """A clean plan with the record of verified tree files the newest run that read trees kept,
     when it can be believed (else every tree file is verified, as it always may be)."""
-    last = next((run for run in runs if run.refs_sha256), None)
+    last = next((run for run in runs if run.repo.refs_sha256), None)
     if last is None:
         return chosen
     try:
-        trust = load_manifest(source.storage, run_prefix(last.run_id), last.refs_sha256).trust_record(source.storage)
+        trust = load_manifest(source.storage, run_prefix(last.run_id), last.repo.refs_sha256).trust_record(
+            source.storage
+        )
     except (LakegcError, ValueError):  # StateUnusable, RecordUnusable, a store that fails: verify everything
         return chosen
     return replace(chosen, trust=trust)
@@ -317,7 +329,7 @@ def _sweep(
     window = params.get("quarantine_seconds")
     continued = run.state is RunState.SWEEPING
     if window:  # opened before the first move: a sweep that stops or fails has moved objects under a window
-        run.quarantine_until, run.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
+        run.repo.quarantine_until, run.repo.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
     if continued:
         run.error = None
         recorder.update(run)
@@ -328,7 +340,9 @@ def _sweep(
     with recorder.recording(run):
         what = "re-checking and quarantining" if window else "re-checking and deleting"
         timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))
-        changed = policies.described != run.policy and (bool(policies.path_rules) or "path_rules" in run.policy)
+        changed = policies.described != run.repo.policy and (
+            bool(policies.path_rules) or "path_rules" in run.repo.policy
+        )
         marked_active = _marked_active(source, run, len(policies.path_rules), changed)
         fenced_active = source.raise_fence(run.run_id, marked_active[0], params, marked_active[1:])
         try:
@@ -341,7 +355,7 @@ def _sweep(
                 marked_now,
                 fenced_active,
                 before_delete=lease.deadline,
-                refs_sha256=None if changed else run.refs_sha256,  # counted under other path rules: not reused
+                refs_sha256=None if changed else run.repo.refs_sha256,  # counted under other path rules: not reused
                 budget=budget,
                 quarantine=quarantine_folder(run.run_id) if window else None,
             )
@@ -352,7 +366,7 @@ def _sweep(
             source.lower_fence(run.run_id)
         timed.stop()
         if window:  # moved into the window, not deleted: restorable until purged
-            run.num_moved, run.bytes_moved = swept.deletes.deleted, swept.deletes.bytes
+            run.repo.num_moved, run.repo.bytes_moved = swept.deletes.deleted, swept.deletes.bytes
         else:
             run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
         run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
@@ -360,10 +374,10 @@ def _sweep(
             {"address": a, "error": e}
             for a, e in failures(source.storage, run.run_id, SHOWN_FAILURES if run.num_failed else 0)
         ]
-        run.num_revived = (run.num_revived if continued else 0) + swept.revived
+        run.repo.num_revived = (run.repo.num_revived if continued else 0) + swept.revived
         run.num_slowdowns += swept.deletes.slowdowns
         if window:  # open (again): what this sweep moved waits its whole window
-            run.quarantine_until, run.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
+            run.repo.quarantine_until, run.repo.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
         again = f"`lakegc gc sweep lakegc://{source.name} {run.run_id}`"
         if run.num_failed:
             raise SweepIncomplete(

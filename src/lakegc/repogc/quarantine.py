@@ -84,9 +84,9 @@ def expired(run: Run, now: datetime) -> bool:
     stopped or failed has one too: its window opened before its first move."""
     return (
         run.state in MOVED_BY
-        and run.quarantine_until is not None
-        and run.purged_at is None
-        and datetime.fromisoformat(run.quarantine_until) <= now
+        and run.repo.quarantine_until is not None
+        and run.repo.purged_at is None
+        and datetime.fromisoformat(run.repo.quarantine_until) <= now
     )
 
 
@@ -104,7 +104,7 @@ def purge_expired(
     whole stays unpurged (`num_left`), for the next purge: it never stops a GC run."""
     done = []
     for run in due:
-        phase("purging quarantine", f"run {run.run_id}, window ended {run.quarantine_until}")
+        phase("purging quarantine", f"run {run.run_id}, window ended {run.repo.quarantine_until}")
         done.append(_purge(spark, source, log, run))
     return done
 
@@ -129,13 +129,17 @@ def _purge(spark: SparkSession, source: GcSource, log: MetastoreRunLog, run: Run
     delete_recorded(spark, storage, moved, f"{prefix}purged", f"{prefix}purged-deferred", Pacing(allowed=folder))
     _straggler_purge(source, folder, f"{prefix}purged")
     left = sum(1 for _ in storage.list(folder))  # the truth: what is still there
-    before, before_bytes = run.num_purged, run.bytes_purged
+    before, before_bytes = run.repo.num_purged, run.repo.bytes_purged
     recount(spark, storage, run)
     if not left:
-        run.purged_at = utcnow().isoformat()
+        run.repo.purged_at = utcnow().isoformat()
     Recorder(log, run_folder(storage, run.run_id)).update(run)
     return Purged(
-        run.run_id, run.num_purged - before, run.bytes_purged - before_bytes, run.quarantine_until or "", left
+        run.run_id,
+        run.repo.num_purged - before,
+        run.repo.bytes_purged - before_bytes,
+        run.repo.quarantine_until or "",
+        left,
     )
 
 
@@ -166,8 +170,8 @@ def recount(spark: SparkSession, storage: Storage, run: Run) -> None:
         if frame is None:
             continue
         row = frame.agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()[0]
-        setattr(run, fields[0], int(row["n"]))
-        setattr(run, fields[1], int(row["b"] or 0))
+        setattr(run.repo, fields[0], int(row["n"]))
+        setattr(run.repo, fields[1], int(row["b"] or 0))
 
 
 def _moved(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame:
@@ -224,14 +228,15 @@ def check_restorable(run: Run, path_glob: str | None = None) -> None:
         raise InvalidArgument(
             f"run {run.run_id} is {run.state}{' (a dry run)' if run.dry_run else ''}: it moved nothing"
         )
-    if run.quarantine_until is None:
+    if run.repo.quarantine_until is None:
         raise InvalidArgument(
             f"run {run.run_id} deleted what it collected (it had no restore window): nothing to restore"
         )
-    if run.purged_at is not None:
+    own = run.repo
+    if own.purged_at is not None:
         raise QuarantinePurged(
-            f"run {run.run_id}'s quarantine was purged at {run.purged_at} (its window ended {run.quarantine_until}): "
-            f"the {run.num_moved - run.num_restored} object(s) it moved there and nobody restored are gone"
+            f"run {run.run_id}'s quarantine was purged at {own.purged_at} (its window ended {own.quarantine_until}): "
+            f"the {own.num_moved - own.num_restored} object(s) it moved there and nobody restored are gone"
         )
 
 
@@ -293,7 +298,7 @@ def restore(
     )
     if path_glob is not None and restored.num_restored + restored.num_missing + restored.num_already_restored == 0:
         raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
-    run.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
+    run.repo.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
     recount(spark, storage, run)
     Recorder(log, run_folder(storage, run_id)).update(run)
     if restored.num_missing:
