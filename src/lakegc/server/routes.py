@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Annotated, Any, BinaryIO
 
@@ -12,11 +13,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from lakegc.errors import InvalidArgument, LakegcError, NotFound, PathNotFound, RefNotFound
-from lakegc.repo.model import Change, Entry, Precondition
-from lakegc.repo.repository import Lake, Repository
+from lakegc.errors import InvalidArgument, LakegcError, NotFound, PathNotFound
+from lakegc.repo.model import Entry
+from lakegc.repo.repository import Lake
 from lakegc.retention.rules import parse_rules
-from lakegc.server import models, streams
+from lakegc.server import entries, models, streams
 from lakegc.server.models import (
     BranchCreation,
     CherryPickCreation,
@@ -98,11 +99,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.get("/repositories/{repository}/branches/{branch}")
     def get_branch(repository: str, branch: str) -> dict[str, Any]:
-        repo = lake.repository(repository)
-        found = next((b for b in repo.branches() if b.name == branch), None)
-        if found is None:
-            raise RefNotFound(f"branch {branch!r} not found in repository {repository!r}")
-        return models.branch(found)
+        return models.branch(models.named(lake.repository(repository).branches(), branch, "branch", repository))
 
     @api.delete("/repositories/{repository}/branches/{branch}", status_code=204)
     def delete_branch(repository: str, branch: str, force: bool = False) -> Response:
@@ -114,15 +111,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         """Drop staged changes: all of them (type `reset`), the one at `path` (`object`), or those
         under `path` (`common_prefix`)."""
         repo = lake.repository(repository)
-        if body.type == "reset":
-            repo.reset_branch(branch)
-        elif body.type in ("object", "common_prefix") and body.path:
-            repo.reset_branch(branch, **{"path" if body.type == "object" else "prefix": body.path})
-        else:
-            raise InvalidArgument(
-                f"invalid reset: type {body.type!r} with path {body.path!r} (type is reset, or object or "
-                "common_prefix with a path)"
-            )
+        repo.reset_branch(branch, **reset_scope(body))
         return Response(status_code=204)
 
     @api.post("/repositories/{repository}/branches/{branch}/revert", status_code=204)
@@ -135,7 +124,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         repository: str, branch: str, prefix: str = "", after: str = "", amount: int | None = None, delimiter: str = ""
     ) -> dict[str, Any]:
         changes = lake.repository(repository).diff(branch)
-        return diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
+        return models.diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
 
     @api.post("/repositories/{repository}/branches/{branch}/cherry-pick", status_code=201)
     def cherry_pick(repository: str, branch: str, body: CherryPickCreation) -> dict[str, Any]:
@@ -163,10 +152,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
 
     @api.get("/repositories/{repository}/tags/{tag}")
     def get_tag(repository: str, tag: str) -> dict[str, Any]:
-        found = next((t for t in lake.repository(repository).tags() if t.name == tag), None)
-        if found is None:
-            raise RefNotFound(f"tag {tag!r} not found in repository {repository!r}")
-        return models.tag(found)
+        return models.tag(models.named(lake.repository(repository).tags(), tag, "tag", repository))
 
     @api.delete("/repositories/{repository}/tags/{tag}", status_code=204)
     def delete_tag(repository: str, tag: str, force: bool = False) -> Response:
@@ -228,35 +214,21 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         if diff_type not in ("two_dot", "three_dot"):
             raise InvalidArgument(f"invalid diff type {diff_type!r}: two_dot or three_dot")
         changes = lake.repository(repository).diff(left, right, three_dot=diff_type == "three_dot")
-        return diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
+        return models.diff_page(changes, prefix=prefix, after=after, amount=amount, delimiter=delimiter)
 
     # -- objects --------------------------------------------------------------------------
-    def stats(repo: Repository, entry: Entry, with_metadata: bool = True) -> dict[str, Any]:
-        return models.object_stats(entry, repo.physical_address(entry), with_metadata=with_metadata)
-
     @api.post("/repositories/{repository}/branches/{branch}/objects", status_code=201)
     async def upload(request: Request, repository: str, branch: str, path: str) -> JSONResponse:
         """Both of the clients' forms, streamed to storage: multipart/form-data with a `content`
         part (lakefs-sdk; Starlette spools it to disk past 1 MB) and the raw body, chunked and maybe
         empty (lakefs, lakefs-spec, pandas), read chunk by chunk as storage writes it."""
-        metadata = {
-            name.removeprefix(USER_META): value for name, value in request.headers.items() if name.startswith(USER_META)
-        }
-        when = precondition(request)
+        metadata = entries.user_metadata(request.headers)
+        when = entries.precondition(request.headers)
         repo = await run_in_threadpool(lake.repository, repository)
-        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-            source = streams.blocking(request.stream())
-            entry = await run_in_threadpool(repo.upload, branch, path, source, metadata or None, when)
-            return JSONResponse(stats(repo, entry), status_code=201)
-        async with request.form() as form:
-            part = form.get("content")
-            if part is None or isinstance(part, str):
-                content: BinaryIO = io.BytesIO((part or "").encode())
-            else:
-                await part.seek(0)
-                content = part.file
-            entry = await run_in_threadpool(repo.upload, branch, path, content, metadata or None, when)
-        return JSONResponse(stats(repo, entry), status_code=201)
+        async with AsyncExitStack() as open_form:
+            content = await uploaded(request, open_form)
+            entry = await run_in_threadpool(repo.upload, branch, path, content, metadata, when)
+        return JSONResponse(entries.stats(repo, entry), status_code=201)
 
     @api.get("/repositories/{repository}/refs/{ref}/objects")
     def get_object(request: Request, repository: str, ref: str, path: str, presign: bool = False) -> Response:
@@ -274,7 +246,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         except LakegcError:
             stream.close()
             raise
-        headers = {"ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
+        headers = identity(entry)
         if wanted is None:
             return StreamingResponse(streams.content(stream), media_type="application/octet-stream", headers=headers)
         start, end = wanted
@@ -296,16 +268,14 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
             entry = repo.stat(ref, path)
         except NotFound:
             return Response(status_code=404)
-        return Response(
-            headers={"Content-Length": str(entry.size), "ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
-        )
+        return Response(headers={"Content-Length": str(entry.size), **identity(entry)})
 
     @api.get("/repositories/{repository}/refs/{ref}/objects/stat")
     def stat_object(
         repository: str, ref: str, path: str, user_metadata: bool = True, presign: bool = False
     ) -> dict[str, Any]:
         repo = lake.repository(repository)
-        return stats(repo, repo.stat(ref, path), user_metadata)
+        return entries.stats(repo, repo.stat(ref, path), user_metadata)
 
     @api.get("/repositories/{repository}/refs/{ref}/objects/ls")
     def list_objects(
@@ -321,7 +291,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
         repo = lake.repository(repository)
         listed = models.grouped(repo.list(ref, prefix, after), lambda e: e.path, prefix, delimiter)
         found, pagination = models.page(listed, lambda item: item[0], after=after, amount=amount)
-        results = [models.common_prefix(p) if e is None else stats(repo, e, user_metadata) for p, e in found]
+        results = [models.common_prefix(p) if e is None else entries.stats(repo, e, user_metadata) for p, e in found]
         return models.listing(results, pagination)
 
     @api.delete("/repositories/{repository}/branches/{branch}/objects", status_code=204)
@@ -348,7 +318,7 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
     def copy_object(repository: str, branch: str, dest_path: str, body: ObjectCopyCreation) -> dict[str, Any]:
         repo = lake.repository(repository)
         entry = repo.copy(body.src_ref or branch, body.src_path, branch, dest_path)
-        return stats(repo, entry)
+        return entries.stats(repo, entry)
 
     # -- staging backing: write the object yourself, then link it ---------------------------
     @api.get("/repositories/{repository}/branches/{branch}/staging/backing")
@@ -387,32 +357,40 @@ def register(api: APIRouter, lake: Lake, current_user: Callable[..., User], exte
             body.checksum,
             metadata=body.user_metadata,
             issued=True,
-            when=precondition(request),
+            when=entries.precondition(request.headers),
         )
-        return stats(repo, entry)
+        return entries.stats(repo, entry)
 
 
-USER_META = "x-lakefs-meta-"
-
-
-def diff_page(changes: list[Change], *, prefix: str, after: str, amount: int | None, delimiter: str) -> dict[str, Any]:
-    """One page of a diff, common prefixes grouped under `delimiter` as lakeFS gives them."""
-    found, pagination = models.page(
-        models.grouped(changes, lambda c: c.path, prefix, delimiter), lambda pair: pair[0], after=after, amount=amount
+def reset_scope(body: ResetCreation) -> dict[str, str]:
+    """`Repository.reset_branch`'s keywords for the reset `body` asks for; InvalidArgument for a
+    type it does not know, or one that needs a path without it."""
+    if body.type == "reset":
+        return {}
+    if body.type in ("object", "common_prefix") and body.path:
+        return {"path" if body.type == "object" else "prefix": body.path}
+    raise InvalidArgument(
+        f"invalid reset: type {body.type!r} with path {body.path!r} (type is reset, or object or "
+        "common_prefix with a path)"
     )
-    results = [models.diff_prefix(path) if c is None else models.diff(c) for path, c in found]
-    return models.listing(results, pagination)
 
 
-def precondition(request: Request) -> Precondition | None:
-    """The write's condition from `If-None-Match: *` (the path must be absent) and `If-Match: ETAG`."""
-    none_match = request.headers.get("if-none-match", "").strip()
-    match = request.headers.get("if-match", "").strip()
-    if none_match and none_match != "*":
-        raise InvalidArgument("If-None-Match supports only '*'")
-    if not none_match and not match:
-        return None
-    return Precondition(absent=bool(none_match), checksum=match or None)
+async def uploaded(request: Request, open_form: AsyncExitStack) -> BinaryIO:
+    """The object an upload sends: the raw body, or a multipart form's `content` part (the form is
+    open until `open_form` closes)."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        return streams.blocking(request.stream())
+    form = await open_form.enter_async_context(request.form())
+    part = form.get("content")
+    if part is None or isinstance(part, str):
+        return io.BytesIO((part or "").encode())
+    await part.seek(0)
+    return part.file
+
+
+def identity(entry: Entry) -> dict[str, str]:
+    """The headers GET and HEAD give every object: its checksum as the ETag, and that it serves ranges."""
+    return {"ETag": f'"{entry.checksum}"', "Accept-Ranges": "bytes"}
 
 
 def register_gc_rules(api: APIRouter, lake: Lake) -> None:
