@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lakegc.errors import LakegcError
 from lakegc.redact import mask_secrets
 from lakegc.repo.repository import Lake
-from lakegc.server.routes import register
+from lakegc.server import routes
 from lakegc.server.statuses import status_of
 from lakegc.server.users import Authenticator, User
 from lakegc.storage import real_location
@@ -75,15 +75,12 @@ class BasicAuth:
 PUBLIC = {"/api/v1/healthcheck"}
 
 
-def current_user(request: Request) -> User:
-    return request.state.user
-
-
 def create_app(lake: Lake, allowed_external_prefixes: Sequence[str] = ()) -> FastAPI:
     """The server's app. `allowed_external_prefixes`: locations outside every namespace that staging
     links may point at (resolved here, symlinks and all)."""
     external = [real_location(prefix) for prefix in allowed_external_prefixes]
     app = FastAPI(title="lakegc", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.lake, app.state.external = lake, external  # what the routes are handed (server.deps)
     app.add_middleware(BasicAuth, auth=Authenticator(lake.metastore))
 
     @app.exception_handler(LakegcError)
@@ -118,9 +115,6 @@ def create_app(lake: Lake, allowed_external_prefixes: Sequence[str] = ()) -> Fas
     def healthcheck() -> Response:
         return Response(status_code=204)
 
-    api = APIRouter(prefix="/api/v1")
-
-    register(api, lake, current_user, external)
     app.include_router(public)
-    app.include_router(api)
+    app.include_router(routes.api)
     return app

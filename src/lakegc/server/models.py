@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from lakegc.errors import InvalidArgument
+from lakegc.errors import InvalidArgument, RefNotFound
 from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 
 VERSION = "1.50.0"  # what we answer as lakeFS's version: plain numbers (lakefs-spec parses them)
@@ -18,6 +18,7 @@ MAX_PER_PAGE = 1000
 DEFAULT_AMOUNT = 100
 
 T = TypeVar("T")
+R = TypeVar("R", Branch, Tag)
 
 
 class Pagination(BaseModel):
@@ -104,6 +105,14 @@ def branch(b: Branch) -> dict[str, Any]:
 
 def tag(t: Tag) -> dict[str, Any]:
     return ref(t.name, t.commit_id)
+
+
+def named(refs: Iterable[R], name: str, kind: str, repository: str) -> R:
+    """The branch or tag called `name` among `refs` (lakeFS reads one by name; the repository lists them)."""
+    found = next((r for r in refs if r.name == name), None)
+    if found is None:
+        raise RefNotFound(f"{kind} {name!r} not found in repository {repository!r}")
+    return found
 
 
 def commit(c: Commit) -> dict[str, Any]:
@@ -225,6 +234,15 @@ def grouped(items: Iterable[T], key: Callable[[T], str], prefix: str, delimiter:
 
 def diff_prefix(path: str) -> dict[str, Any]:
     return {"type": "prefix_changed", "path": path, "path_type": "common_prefix"}
+
+
+def diff_page(changes: list[Change], *, prefix: str, after: str, amount: int | None, delimiter: str) -> dict[str, Any]:
+    """One page of a diff, common prefixes grouped under `delimiter` as lakeFS gives them."""
+    found, pagination = page(
+        grouped(changes, lambda c: c.path, prefix, delimiter), lambda pair: pair[0], after=after, amount=amount
+    )
+    results = [diff_prefix(path) if c is None else diff(c) for path, c in found]
+    return listing(results, pagination)
 
 
 class RangeNotSatisfiable(Exception):
