@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.engine.ages import listing_tally
+from lakegc.engine.ages import ListingTally, listing_tally
 from lakegc.engine.arrowio import parquet_writer, read_parquet, write_together, written_parts
 from lakegc.engine.candidates import counts_of
 from lakegc.engine.columns import CANDIDATES, ddl
@@ -34,6 +34,7 @@ from lakegc.engine.listing import stat_objects
 from lakegc.engine.progress import Phase
 from lakegc.engine.runs import CandidateCounts
 from lakegc.repo.gc_source import GcSource
+from lakegc.repo.model import CommitGraph
 from lakegc.repo.trees import tree_facts
 from lakegc.repogc.incremental import Plan, newly_settled
 from lakegc.repogc.inventory import Inventory, confirm_present, namespace_listing
@@ -61,7 +62,7 @@ from lakegc.repogc.refset import (
 )
 from lakegc.repogc.slice_ages import CANDIDATE_TALLY_KEYS, candidate_ages, candidate_tally
 from lakegc.repogc.trust import verify_files
-from lakegc.retention.active import decide_commits
+from lakegc.retention.active import ActiveCommits, decide_commits
 from lakegc.retention.rules import Policies
 from lakegc.storage import Storage
 
@@ -99,8 +100,6 @@ def mark(
     phase: Phase,
     inventory: Inventory | None = None,
 ) -> MarkResult:
-    from pyspark.sql import functions as F
-
     storage = source.storage
     prefix = run_prefix(run_id)
     cutoff = now - min_age
@@ -122,65 +121,157 @@ def mark(
     decisions = [decide_commits(graph.commits, graph.branches, of, graph.tags) for of in policies.classes()]
     active, *by_path_rule = [decision.active for decision in decisions]
     ranks, by_rank = commit_ranks(graph)
-    storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
-    if by_path_rule:  # the sweep re-checks against what became active under each rule since
-        storage.write(f"{prefix}{ACTIVE_BY_PATH_RULE}", json.dumps([sorted(c) for c in by_path_rule]).encode())
     settled_now = plan.settled | newly_settled(to_list, windows, set(listed.young_slices), now, min_age)
-    storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled_now)).encode())
+    _record_decisions(storage, prefix, active, by_path_rule, settled_now)
     uncommitted = read_parquet(spark, storage, [uncommitted_key(run_id)], UNCOMMITTED_DDL).select("address")
     objects = listing.where(~listing.young).drop("young")
     before = tree_facts(storage)  # before any tree file is read: what the run's record may trust next time
-    trusted = plan.trust.trusted(before) if plan.trust else {}
     if plan.refs is None:
-        phase(
-            "reading committed trees",
-            f"{len(active)} active, {len(graph.commits) - len(active)} expired commits; {len(trusted)} tree files "
-            "trusted as verified before",
-        )
-        paths = policies.paths if by_path_rule else None
-        refs = build_clean(spark, storage, graph.metaranges, active, by_path_rule, paths, ranks, trusted)
-        _, refs_sha256 = persist(storage, prefix, refs, before)
-        addresses = refs.addresses.drop("part")
+        refs, refs_sha256 = _clean_refs(spark, storage, prefix, plan, graph, policies, decisions, ranks, before, phase)
     else:
-        changed = plan.trust.changed(before)  # type: ignore[union-attr]
-        phase(
-            "reading what changed in committed trees",
-            f"since run {plan.base.run_id}; {len(changed)} tree files changed since verified",  # type: ignore[union-attr]
-        )
-        verify_files(storage, changed)  # the base set was read from them: their bytes must still be those
-        refs = build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks, trusted)
-        objects = objects.select(*objects.columns, F.lit(False).alias("young"), F.lit(False).alias("rechecked"))
-        if plan.settled:  # nothing settled: every slice was listed, nothing to look up
-            phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
-            suspects = _suspects(spark, storage, plan, refs, uncommitted)
-            unheld = refs.counted_now(storage, suspects).where(F.col("n") <= 0).select("address", "slice")
-            found = stat_objects(spark, storage, unheld.join(uncommitted, "address", "left_anti"), cutoff)
-            objects = objects.unionByName(found.withColumn("rechecked", F.lit(True)))  # young ones only counted
+        refs = _incremental_refs(spark, storage, plan, graph, active, ranks, before, phase)
+        objects = _with_rechecked(spark, storage, plan, refs, objects, uncommitted, cutoff, phase)
     phase("writing candidates", "the listing against the references")
-    if plan.refs is None:
-        candidates = _candidates(objects, addresses, uncommitted)
-    else:
-        candidates = _candidates_now(refs.counted_now(storage, objects), uncommitted)
+    candidates = _unreferenced(storage, plan, refs, objects, uncommitted)
     candidates = confirm_present(storage, candidates, from_inventory, cutoff)  # inventory rows may be stale
     candidates = name_candidates(candidates, refs.named, by_rank, branches_of(by_rank, decisions))
-    writer = parquet_writer(
-        candidates,
-        storage,
-        run_folder(storage, run_id).key("candidates"),
-        tally=(_tally(now), _TALLY_KEYS),
-        written_as=_stored,
-    )  # counted and named as written: the candidates are not read again
+    writer = _candidates_writer(storage, run_id, candidates, now)  # counted and named as written: not read again
     if plan.refs is None:
         (rows,) = write_together(writer)
     else:  # the change to the set and the candidates in one Spark job
         ranges_rows, parts_rows, rows = write_together(*refset_writers(storage, prefix, refs), writer)
         _, refs_sha256 = finish_refset(storage, prefix, refs, ranges_rows, parts_rows, before)
+    for df in [listed_now.cached, *refs.cached]:
+        df.unpersist()
+    skipped = len(plan.settled & set(slice_names))
+    return _result(listed, num_uncommitted, active, graph, len(to_list), skipped, rows, refs_sha256)
+
+
+def _record_decisions(
+    storage: Storage, prefix: str, active: set[str], by_path_rule: list[set[str]], settled: frozenset[str]
+) -> None:
+    """Write what the sweep re-checks against: the active commits, those active under each path
+    rule (what became active under each rule since is protected), and the slices settled now."""
+    storage.write(f"{prefix}{ACTIVE_COMMITS}", json.dumps(sorted(active)).encode())
+    if by_path_rule:  # the sweep re-checks against what became active under each rule since
+        storage.write(f"{prefix}{ACTIVE_BY_PATH_RULE}", json.dumps([sorted(c) for c in by_path_rule]).encode())
+    storage.write(f"{prefix}{SETTLED}", json.dumps(sorted(settled)).encode())
+
+
+def _clean_refs(
+    spark: SparkSession,
+    storage: Storage,
+    prefix: str,
+    plan: Plan,
+    graph: CommitGraph,
+    policies: Policies,
+    decisions: list[ActiveCommits],
+    ranks: dict[str, int],
+    before: dict[str, str],
+    phase: Phase,
+) -> tuple[RefSet, str]:
+    """A clean run's reference set, from every tree (each entry counted under the rule of its path
+    when there are path rules), written (`persist`) before the candidates are judged against it;
+    with its manifest's SHA-256. Tree files whose facts are unchanged since the plan's record of
+    them are not verified again."""
+    active, *by_path_rule = [decision.active for decision in decisions]
+    trusted = plan.trust.trusted(before) if plan.trust else {}
+    phase(
+        "reading committed trees",
+        f"{len(active)} active, {len(graph.commits) - len(active)} expired commits; {len(trusted)} tree files "
+        "trusted as verified before",
+    )
+    paths = policies.paths if by_path_rule else None
+    refs = build_clean(spark, storage, graph.metaranges, active, by_path_rule, paths, ranks, trusted)
+    _, refs_sha256 = persist(storage, prefix, refs, before)
+    return refs, refs_sha256
+
+
+def _incremental_refs(
+    spark: SparkSession,
+    storage: Storage,
+    plan: Plan,
+    graph: CommitGraph,
+    active: set[str],
+    ranks: dict[str, int],
+    before: dict[str, str],
+    phase: Phase,
+) -> RefSet:
+    """An incremental run's reference set, the base run's moved forward (written later, with the
+    candidates). The base set was read from tree files that changed since: their bytes must still
+    be those, checked first."""
+    trusted = plan.trust.trusted(before) if plan.trust else {}
+    changed = plan.trust.changed(before)  # type: ignore[union-attr]
+    phase(
+        "reading what changed in committed trees",
+        f"since run {plan.base.run_id}; {len(changed)} tree files changed since verified",  # type: ignore[union-attr]
+    )
+    verify_files(storage, changed)  # the base set was read from them: their bytes must still be those
+    return build_incremental(spark, storage, plan.refs, graph.metaranges, active, ranks, trusted)
+
+
+def _with_rechecked(
+    spark: SparkSession,
+    storage: Storage,
+    plan: Plan,
+    refs: RefSet,
+    objects: DataFrame,
+    uncommitted: DataFrame,
+    cutoff: datetime,
+    phase: Phase,
+) -> DataFrame:
+    """An incremental run's objects to judge: the listed ones, and, in the slices it did not list,
+    those looked up because they may have lost a reference since the base run and nothing holds
+    now (`rechecked`; the young ones only counted)."""
+    from pyspark.sql import functions as F
+
+    objects = objects.select(*objects.columns, F.lit(False).alias("young"), F.lit(False).alias("rechecked"))
+    if plan.settled:  # nothing settled: every slice was listed, nothing to look up
+        phase("looking up what lost a reference since the base run", f"run {plan.base.run_id}")  # type: ignore[union-attr]
+        suspects = _suspects(spark, storage, plan, refs, uncommitted)
+        unheld = refs.counted_now(storage, suspects).where(F.col("n") <= 0).select("address", "slice")
+        found = stat_objects(spark, storage, unheld.join(uncommitted, "address", "left_anti"), cutoff)
+        objects = objects.unionByName(found.withColumn("rechecked", F.lit(True)))  # young ones only counted
+    return objects
+
+
+def _unreferenced(storage: Storage, plan: Plan, refs: RefSet, objects: DataFrame, uncommitted: DataFrame) -> DataFrame:
+    """The run's candidates before they are confirmed and named: against the whole set a clean run
+    built (`_candidates`), or against the counts now of an incremental one (`_candidates_now`)."""
+    if plan.refs is None:
+        return _candidates(objects, refs.addresses.drop("part"), uncommitted)
+    return _candidates_now(refs.counted_now(storage, objects), uncommitted)
+
+
+def _candidates_writer(storage: Storage, run_id: str, candidates: DataFrame, now: datetime) -> DataFrame:
+    """What writes the run's candidates (run it with `write_together`), tallied as written for the
+    run's record (`_tally`), each file holding what `_stored` keeps of its rows."""
+    return parquet_writer(
+        candidates,
+        storage,
+        run_folder(storage, run_id).key("candidates"),
+        tally=(_tally(now), _TALLY_KEYS),
+        written_as=_stored,
+    )
+
+
+def _result(
+    listed: ListingTally,
+    num_uncommitted: int,
+    active: set[str],
+    graph: CommitGraph,
+    slices_listed: int,
+    slices_skipped: int,
+    rows: list[Any],
+    refs_sha256: str,
+) -> MarkResult:
+    """The run's record of a mark: what was listed and decided, and what the candidates' writers
+    tallied (`_tally`: the candidates are not read again), the top lists only when there is a
+    candidate."""
     ages, names, num_rechecked = _split(written_parts(rows, _TALLY_KEYS).tally)
     counts = counts_of(ages)
     created = {c: node.created.isoformat() for c, node in graph.commits.items()}
     top = top_from_tally(names, created) if counts.total else {}
-    for df in [listed_now.cached, *refs.cached]:
-        df.unpersist()
     return MarkResult(
         listed.listed,
         listed.young,
@@ -188,8 +279,8 @@ def mark(
         frozenset(active),
         len(graph.commits) - len(active),
         counts,
-        len(to_list),
-        len(plan.settled & set(slice_names)),
+        slices_listed,
+        slices_skipped,
         num_rechecked,
         listed.ages,
         candidate_ages(ages),

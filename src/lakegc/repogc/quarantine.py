@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakegc.engine.arrowio import read_parquet, store_batches, write_parquet
+from lakegc.engine.arrowio import Part, read_parquet, store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
 from lakegc.engine.delete import BATCH_SIZE, Pacing, _delete_batch, delete_recorded, quarantine_folder
 from lakegc.engine.progress import Phase, no_progress
@@ -249,20 +249,56 @@ def restore(
     killed before it wrote its records) is counted now;
     an object that is not in the quarantine any more is gone, and so is the whole quarantine once
     purged: both are errors that name what is gone (the rest is restored all the same)."""
-    from pyspark.sql import functions as F
-
     run, _ = log.get(run_id)
     check_restorable(run, path_glob)
     matcher = None if path_glob is None else _matcher(path_glob)
     storage = source.storage
-    folder = quarantine_folder(run_id)
+    put_back = _putting_back(storage, quarantine_folder(run_id), matcher)
+    results = _restorable(spark, storage, run_id).mapInArrow(put_back, ddl(_RESTORES))
+    written = write_parquet(results, storage, f"{run_prefix(run_id)}restored/{time.time_ns():x}", (_restore_tally, []))
+    total = (
+        written.tally.to_pylist()[0]
+        if written.tally is not None
+        else {"restored": 0, "bytes": 0, "missing": 0, "already": 0}
+    )
+    missing = _first_missing(storage, written.parts)
+    restored = Restored(
+        run_id, total["restored"], total["bytes"], total["missing"], tuple(sorted(missing)), total["already"]
+    )
+    if path_glob is not None and restored.num_restored + restored.num_missing + restored.num_already_restored == 0:
+        raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
+    run.repo.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
+    recount(spark, storage, run)
+    Recorder(log, run_folder(storage, run_id)).update(run)
+    if restored.num_missing:
+        shown = ", ".join(restored.missing) + (" ..." if restored.num_missing > len(restored.missing) else "")
+        raise QuarantinePurged(
+            f"{restored.num_missing} object(s) of run {run_id} are not in its quarantine any more and are gone "
+            f"({shown}); {restored.num_restored} restored"
+        )
+    return restored
+
+
+def _restorable(spark: SparkSession, storage: Storage, run_id: str) -> DataFrame:
+    """What the run moved (`_moved`), each with the repository path its candidate named (null:
+    none) and `earlier`, true when an earlier restore of the run put it back: restored before is
+    said so, never counted twice, never moved again."""
+    from pyspark.sql import functions as F
+
     named = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), "address string, path string")
     chosen = _moved(spark, storage, run_id).join(named.dropDuplicates(["address"]), "address", "left")
     earlier = _restored_addresses(spark, storage, run_id)
-    if earlier is None:  # restored before: said so, never counted twice, never moved again
-        chosen = chosen.withColumn("earlier", F.lit(None).cast("boolean"))
-    else:
-        chosen = chosen.join(earlier.withColumn("earlier", F.lit(True)), "address", "left")
+    if earlier is None:
+        return chosen.withColumn("earlier", F.lit(None).cast("boolean"))
+    return chosen.join(earlier.withColumn("earlier", F.lit(True)), "address", "left")
+
+
+def _putting_back(
+    storage: Storage, folder: str, matcher: Callable[[str], bool] | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' task of a restore: of `_restorable` rows, those whose address or path
+    `matcher` takes (all: None), each either recorded as already restored or moved back out of
+    `folder` in batches (`_restore_batch`); _RESTORES rows out."""
 
     def put_back(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -281,33 +317,18 @@ def restore(
             for start in range(0, len(rows), BATCH_SIZE):
                 yield _restore_batch(storage, folder, rows[start : start + BATCH_SIZE])
 
-    results = chosen.mapInArrow(put_back, ddl(_RESTORES))
-    written = write_parquet(results, storage, f"{run_prefix(run_id)}restored/{time.time_ns():x}", (_restore_tally, []))
-    total = (
-        written.tally.to_pylist()[0]
-        if written.tally is not None
-        else {"restored": 0, "bytes": 0, "missing": 0, "already": 0}
-    )
+    return put_back
+
+
+def _first_missing(storage: Storage, parts: Sequence[Part]) -> list[str]:
+    """The first few addresses (_NAMED) a restore found gone, to name them: read back only from
+    the files whose tally counted some."""
     missing: list[str] = []
-    for part in written.parts:  # the first few that are gone, to name them
+    for part in parts:
         if part.tally is not None and part.tally["missing"][0].as_py() and len(missing) < _NAMED:
             table = read_table(storage, part.key, ["address", "restored"])
             missing += [a for a, ok in zip(*table.to_pydict().values(), strict=True) if not ok][: _NAMED - len(missing)]
-    restored = Restored(
-        run_id, total["restored"], total["bytes"], total["missing"], tuple(sorted(missing)), total["already"]
-    )
-    if path_glob is not None and restored.num_restored + restored.num_missing + restored.num_already_restored == 0:
-        raise NotFound(f"run {run_id} collected nothing whose path or address matches {path_glob!r}")
-    run.repo.restored.append({"at": utcnow().isoformat(), "path": path_glob, "num_restored": restored.num_restored})
-    recount(spark, storage, run)
-    Recorder(log, run_folder(storage, run_id)).update(run)
-    if restored.num_missing:
-        shown = ", ".join(restored.missing) + (" ..." if restored.num_missing > len(restored.missing) else "")
-        raise QuarantinePurged(
-            f"{restored.num_missing} object(s) of run {run_id} are not in its quarantine any more and are gone "
-            f"({shown}); {restored.num_restored} restored"
-        )
-    return restored
+    return missing
 
 
 _RESTORES = pa.schema(

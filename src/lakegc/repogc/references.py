@@ -8,10 +8,10 @@ does both in one read transaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -130,40 +130,11 @@ def entry_counts(
 
     from lakegc.engine.spark import parallelism
 
-    namespace = storage.uri
     weight_column = "weights" if paths is not None else "weight"
     aggregations = [("n", combine), ("fresh", combine)] + ([("rank", "max"), ("path", "min")] if named else [])
     inputs = ["range_id", weight_column, "fresh"] + (["rank"] if named else [])
     facts = {key.removeprefix(RANGES_PREFIX): f for key, f in (trusted or {}).items() if key.startswith(RANGES_PREFIX)}
-
-    def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
-        (a commit that appends to a folder rewrites its last range, keeping its first path) meet
-        in one task, and their shared entries are summed here, in Arrow, before Spark ever sees
-        them."""
-        pending: list[pa.Table] = []
-        rows = 0
-        for batch in batches:
-            for rid, weight, fresh, *rank in zip(*(batch.column(c).to_pylist() for c in inputs)):
-                table = read_range(storage, rid, facts.get(rid), _USED)
-                keys = _range_keys(table, namespace)
-                if paths is None:
-                    n = pa.repeat(pa.scalar(weight, pa.int64()), len(keys))
-                else:
-                    n = pa.array(weight, pa.int64()).take(paths.of_array(table.column("path")))
-                columns = {"address": keys, "n": n, "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(keys))}
-                if named:  # an active range's entries are live (no path rules): nothing to name
-                    live = paths is None and weight > 0
-                    columns["rank"] = pa.repeat(pa.scalar(0 if live else rank[0], pa.int64()), len(keys))
-                    columns["path"] = pa.nulls(len(keys), pa.string()) if live else table.column("path")
-                pending.append(pa.table(columns).filter(pc.is_valid(keys)))
-                rows += len(keys)
-                if rows >= _DEDUP_ROWS:
-                    yield from _combined(pending, ["address"], aggregations)
-                    pending, rows = [], 0
-        if pending:
-            yield from _combined(pending, ["address"], aggregations)
-
+    read_ranges = _range_reader(storage, inputs, facts, paths, named, aggregations)
     weights = F.col(weight_column).cast("array<long>" if paths is not None else "long")
     return (
         ranges.select(
@@ -179,6 +150,64 @@ def entry_counts(
         .groupBy("address")
         .agg(*(getattr(F, how)(name).alias(name) for name, how in aggregations))
     )
+
+
+def _range_reader(
+    storage: Storage,
+    inputs: list[str],
+    facts: Mapping[str, str],
+    paths: PathClasses | None,
+    named: bool,
+    aggregations: list[tuple[str, str]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`entry_counts`' task (shipped to the executors): rows of `inputs` in, the entries of each
+    range out as `_entry_rows`, combined by address as `aggregations` say."""
+    namespace = storage.uri
+
+    def read_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Ranges arrive grouped by their first path, so the versions of one stretch of the tree
+        (a commit that appends to a folder rewrites its last range, keeping its first path) meet
+        in one task, and their shared entries are summed here, in Arrow, before Spark ever sees
+        them."""
+        pending: list[pa.Table] = []
+        rows = 0
+        for batch in batches:
+            for rid, weight, fresh, *rank in zip(*(batch.column(c).to_pylist() for c in inputs)):
+                table = read_range(storage, rid, facts.get(rid), _USED)
+                keys = _range_keys(table, namespace)
+                pending.append(_entry_rows(table, keys, weight, fresh, rank, paths, named))
+                rows += len(keys)
+                if rows >= _DEDUP_ROWS:
+                    yield from _combined(pending, ["address"], aggregations)
+                    pending, rows = [], 0
+        if pending:
+            yield from _combined(pending, ["address"], aggregations)
+
+    return read_ranges
+
+
+def _entry_rows(
+    table: pa.Table,
+    keys: pa.Array,
+    weight: Any,
+    fresh: int,
+    rank: list[int],
+    paths: PathClasses | None,
+    named: bool,
+) -> pa.Table:
+    """What one range's entries add, row for row (address, n, fresh; with `named`, rank and path),
+    those outside the namespace left out: each entry's n is the range's weight, or with `paths`
+    the weight of its path's class."""
+    if paths is None:
+        n = pa.repeat(pa.scalar(weight, pa.int64()), len(keys))
+    else:
+        n = pa.array(weight, pa.int64()).take(paths.of_array(table.column("path")))
+    columns = {"address": keys, "n": n, "fresh": pa.repeat(pa.scalar(fresh, pa.int64()), len(keys))}
+    if named:  # an active range's entries are live (no path rules): nothing to name
+        live = paths is None and weight > 0
+        columns["rank"] = pa.repeat(pa.scalar(0 if live else rank[0], pa.int64()), len(keys))
+        columns["path"] = pa.nulls(len(keys), pa.string()) if live else table.column("path")
+    return pa.table(columns).filter(pc.is_valid(keys))
 
 
 def _range_keys(table: pa.Table, namespace: str) -> pa.Array:

@@ -381,19 +381,7 @@ def build_incremental(
             F.coalesce("rank", F.lit(0)).alias("rank"),
         )
     ).persist()
-    was, now, first_seen = F.coalesce(F.col("t0"), F.lit(0)) > 0, F.col("trees") > 0, F.col("t0").isNull()
-    # +1/-1 on each entry of a range that became active or stopped being. An address whose n does
-    # not move needs a row only when no range held it before: it is then only in first-seen ranges
-    # no active tree holds (`fresh`); one that a first-seen active range holds has moved, or a
-    # range that left the active set (and so was known) held it too.
-    changed = joined.where((was != now) | first_seen).select(
-        "range_id",
-        "min_path",
-        F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
-        F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"),
-        "rank",
-    )
-    read = entry_counts(spark, storage, changed, named=True, trusted=trusted).persist()
+    read = entry_counts(spark, storage, _ranges_to_read(joined), named=True, trusted=trusted).persist()
     delta = read.where((F.col("n") != 0) | (F.col("fresh") > 0)).select("address", F.col("n").alias("dn"))
     fell = delta.where(F.col("dn") < 0)
     lost = with_base_counts(fell, storage, base).where(F.col("n0") + F.col("dn") == 0).select("address")
@@ -405,6 +393,25 @@ def build_incremental(
         cached=[joined, read],
         named=read.where(F.col("n") <= 0).select("address", "path", "rank"),
         delta=delta,
+    )
+
+
+def _ranges_to_read(joined: DataFrame) -> DataFrame:
+    """Of the ranges with their `trees` at the base (`t0`, null: never seen) and now, the ones an
+    incremental run reads, weighted for `entry_counts`: +1/-1 on each entry of a range that became
+    active or stopped being. An address whose n does not move needs a row only when no range held
+    it before: it is then only in first-seen ranges no active tree holds (`fresh`); one that a
+    first-seen active range holds has moved, or a range that left the active set (and so was
+    known) held it too."""
+    from pyspark.sql import functions as F
+
+    was, now, first_seen = F.coalesce(F.col("t0"), F.lit(0)) > 0, F.col("trees") > 0, F.col("t0").isNull()
+    return joined.where((was != now) | first_seen).select(
+        "range_id",
+        "min_path",
+        F.when(now & ~was, 1).when(was & ~now, -1).otherwise(0).alias("weight"),
+        F.when(first_seen & ~now, 1).otherwise(0).alias("fresh"),
+        "rank",
     )
 
 

@@ -22,6 +22,7 @@ from lakegc.engine.arrowio import read_parquet
 from lakegc.engine.progress import Phase
 from lakegc.errors import InvalidArgument
 from lakegc.repo.gc_source import GcSource
+from lakegc.repo.model import CommitGraph
 from lakegc.repogc.inventory import namespace_listing
 from lakegc.repogc.listing import slices
 from lakegc.repogc.references import UNCOMMITTED_DDL, entry_counts, snapshot_uncommitted, weighted_ranges
@@ -123,14 +124,7 @@ def retention_curve(
         phase("snapshotting uncommitted references")
         graph = snapshot_uncommitted(source, scratch, now).graph
         phase("choosing active commits", f"{len(retentions)} retentions, {len(graph.commits)} commits")
-        level: dict[str, int] = {}
-        for k, i in reversed(list(enumerate(order))):  # longest first: a shorter one overwrites the level
-            policy = KeepSince(now - retentions[i][1], retentions[i][1])
-            for commit in active_commits(graph.commits, graph.branches, policies_from_cutoffs([], policy), graph.tags):
-                level[commit] = k
-        tree_level: dict[str, int] = {}
-        for commit, tree in graph.metaranges.items():
-            tree_level[tree] = min(tree_level.get(tree, len(order)), level.get(commit, len(order)))
+        tree_level = _tree_levels(graph, retentions, order, now)
         phase("reading committed trees", f"{len(tree_level)} trees")
         levels = _address_levels(spark, source, tree_level, len(order))
         phase("counting candidates per retention")
@@ -147,19 +141,38 @@ def retention_curve(
     finally:
         found.cached.unpersist()
         storage.delete_many([scratch])
+    young = sum(row["count"] for row in tally if row["young"])
+    return RetentionCurve(
+        source.name, now, cutoff, sum(row["count"] for row in tally), young, _points(retentions, order, by_level)
+    )
+
+
+def _tree_levels(
+    graph: CommitGraph, retentions: list[tuple[str, timedelta]], order: list[int], now: datetime
+) -> dict[str, int]:
+    """Metarange id -> its level (see the module): the least level of the commits holding the tree,
+    each commit's the shortest retention whose own dry run would keep it (`active_commits`, as the
+    runs decide), `len(order)` when none would."""
+    level: dict[str, int] = {}
+    for k, i in reversed(list(enumerate(order))):  # longest first: a shorter one overwrites the level
+        policy = KeepSince(now - retentions[i][1], retentions[i][1])
+        for commit in active_commits(graph.commits, graph.branches, policies_from_cutoffs([], policy), graph.tags):
+            level[commit] = k
+    tree_level: dict[str, int] = {}
+    for commit, tree in graph.metaranges.items():
+        tree_level[tree] = min(tree_level.get(tree, len(order)), level.get(commit, len(order)))
+    return tree_level
+
+
+def _points(retentions: list[tuple[str, timedelta]], order: list[int], by_level: list[Any]) -> tuple[CurvePoint, ...]:
+    """One point per retention, in the order given, from the candidates tallied by level: an
+    object is a candidate at the k-th shortest retention when it is not kept before level k + 1
+    (none of the k + 1 shortest keeps it), so each point sums the levels above its own."""
     points: list[CurvePoint | None] = [None] * len(retentions)
-    for k, i in enumerate(order):  # a candidate at the k-th shortest retention: not kept before level k + 1
+    for k, i in enumerate(order):
         held_later = [row for row in by_level if row["level"] > k]
         text, value = retentions[i]
         points[i] = CurvePoint(
             text, value.total_seconds(), sum(r["n"] for r in held_later), sum(r["bytes"] or 0 for r in held_later)
         )
-    young = sum(row["count"] for row in tally if row["young"])
-    return RetentionCurve(
-        source.name,
-        now,
-        cutoff,
-        sum(row["count"] for row in tally),
-        young,
-        tuple(p for p in points if p is not None),
-    )
+    return tuple(p for p in points if p is not None)

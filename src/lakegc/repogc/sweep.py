@@ -75,21 +75,12 @@ def sweep(
     one left (stopped by a budget, killed, or with objects the store would not delete) goes on
     with what that one did not record as gone, re-checked again now. With `quarantine`, objects
     move into that folder instead of being deleted."""
-    from pyspark.sql import functions as F
-
     storage = source.storage
     prefix = run_prefix(run_id)
     attempt = f"{time.time_ns():x}"  # this sweep's own names: an earlier sweep's records stay as they are
     done = _recorded_done(spark, storage, run_id)
     judged_before = storage.exists(prefix + JUDGED)
-    if judged_before:
-        pending = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), ddl(CANDIDATES))
-        to_delete_folder = f"{prefix}pending/{attempt}"
-    else:  # the first sweep, or one killed before its list was complete (and so before any delete)
-        for output in ("to_delete", "revived"):
-            storage.delete_many(output_keys(storage, run_id, output))
-        pending = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
-        to_delete_folder = f"{prefix}to_delete"
+    pending, to_delete_folder = _pending(spark, storage, run_id, attempt, judged_before)
     if done is not None:
         pending = pending.join(done.select("address"), "address", "left_anti")
     protected = _protected_now(
@@ -103,17 +94,61 @@ def sweep(
         now,
         fenced_active,
     )
-    judged = (
-        pending.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
-        .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
-        .drop("referenced")
-    )
     folders = {"revived": f"{prefix}revived", "to_delete": to_delete_folder}
+    judged = _revived_or_to_delete(pending, protected)
     written = write_groups(judged, storage, folders.__getitem__, "output")  # one pass, both
     revived = sum(part.rows for part in written.get("revived", []))
     if not judged_before:
         storage.write(prefix + JUDGED, json.dumps({"revived": revived}).encode())
     remaining = read_parquet(spark, storage, [part.key for part in written.get("to_delete", [])], ddl(CANDIDATES))
+    totals = _delete_rounds(spark, storage, remaining, prefix, attempt, before_delete, budget, quarantine)
+    if done is not None:
+        totals = _with_earlier_sweeps(totals, done)
+    return SweepResult(totals, revived, totals.stopped)
+
+
+def _pending(
+    spark: SparkSession, storage: Storage, run_id: str, attempt: str, judged_before: bool
+) -> tuple[DataFrame, str]:
+    """What a sweep starts from, and the folder its list of what it deletes goes to: a sweep that
+    goes on from a complete list (`judged_before`) reads `to_delete/` and writes its own list under
+    `pending/`; the first sweep, or one killed before its list was complete (and so before any
+    delete), drops any partial list and starts again from the candidates."""
+    prefix = run_prefix(run_id)
+    if judged_before:
+        pending = read_parquet(spark, storage, output_keys(storage, run_id, "to_delete"), ddl(CANDIDATES))
+        return pending, f"{prefix}pending/{attempt}"
+    for output in ("to_delete", "revived"):
+        storage.delete_many(output_keys(storage, run_id, output))
+    pending = read_parquet(spark, storage, output_keys(storage, run_id, "candidates"), ddl(CANDIDATES))
+    return pending, f"{prefix}to_delete"
+
+
+def _revived_or_to_delete(pending: DataFrame, protected: DataFrame) -> DataFrame:
+    """The pending candidates, each with its `output`: `revived` when something references it now
+    (`protected`), else `to_delete`."""
+    from pyspark.sql import functions as F
+
+    return (
+        pending.join(protected.withColumn("referenced", F.lit(True)), "address", "left")
+        .withColumn("output", F.when(F.col("referenced"), F.lit("revived")).otherwise(F.lit("to_delete")))
+        .drop("referenced")
+    )
+
+
+def _delete_rounds(
+    spark: SparkSession,
+    storage: Storage,
+    remaining: DataFrame,
+    prefix: str,
+    attempt: str,
+    before_delete: Callable[[], float],
+    budget: Budget,
+    quarantine: str | None,
+) -> DeleteTally:
+    """Delete `remaining` in rounds, each with its deadline from `before_delete` (the lease check)
+    and recorded under `deleted/<attempt>-<round>/`; what a round deferred goes into the next one,
+    within what is left of the budget's deletes."""
     totals = DeleteTally()
     left = budget.max_deletes
     for round_no in itertools.count():
@@ -127,10 +162,16 @@ def sweep(
         if not tally.deferred_parts:
             break
         remaining = read_parquet(spark, storage, list(tally.deferred_parts), ddl(DELETES)).select(*CANDIDATES.names)
-    if done is not None:
-        before = done.agg(F.count("address").alias("n"), F.sum("size").alias("bytes")).first()
-        totals = replace(totals, deleted=totals.deleted + before["n"], bytes=totals.bytes + (before["bytes"] or 0))
-    return SweepResult(totals, revived, totals.stopped)
+    return totals
+
+
+def _with_earlier_sweeps(totals: DeleteTally, done: DataFrame) -> DeleteTally:
+    """`totals` with what earlier sweeps of the run recorded as gone (`_recorded_done`) added to
+    the deleted count and bytes."""
+    from pyspark.sql import functions as F
+
+    before = done.agg(F.count("address").alias("n"), F.sum("size").alias("bytes")).first()
+    return replace(totals, deleted=totals.deleted + before["n"], bytes=totals.bytes + (before["bytes"] or 0))
 
 
 def failures(storage: Storage, run_id: str, limit: int) -> list[tuple[str, str]]:

@@ -80,9 +80,21 @@ def judge(
     Everything about a path meets in one place: the listing, the actions and the kept files are
     shuffled by path once, then grouped by (path, deletion vector id) to replay the log, then by
     path to decide (no further shuffle: the partitioning by path serves both groupings)."""
+    cutoff_ms = now_ms - retention_ms
+    per_path = _per_path(_path_rows(listing, actions, kept), partition_columns, cutoff_ms)
+    decided = _deletable(per_path, now_ms, retention_ms)
+    return decided.join(_named_vectors(vectors, kept, cutoff_ms), "address", "left_anti")
+
+
+_LISTED, _KEPT = "listed", "kept"  # the judge's own row kinds, beside the log's add and remove
+
+
+def _path_rows(listing: DataFrame, actions: DataFrame, kept: DataFrame | None) -> DataFrame:
+    """The segment's adds and removes, the listing's files (kind `_LISTED`) and the kept versions'
+    live adds (kind `_KEPT`) as rows of one shape, so that everything about a path meets in one
+    shuffle."""
     from pyspark.sql import functions as F
 
-    cutoff_ms = now_ms - retention_ms
     columns = ["path", "dv_id", "kind", "version", "line", "deletion_ts", "size", "dv", "mtime"]
     rows = (
         actions.where(F.col("kind").isin(ADD, REMOVE) & F.col("path").isNotNull())
@@ -111,9 +123,28 @@ def judge(
                 F.lit(None).cast("timestamp").alias("mtime"),
             )
         )
+    return rows
+
+
+def _expired_remove(cutoff_ms: int) -> Column:
+    """Whether a row is an expired remove: a remove action whose deletionTimestamp (none: 0) is
+    older than the cutoff."""
+    from pyspark.sql import functions as F
+
+    return (F.col("kind") == REMOVE) & (F.coalesce(F.col("deletion_ts"), F.lit(0)) < F.lit(cutoff_ms))
+
+
+def _per_path(rows: DataFrame, partition_columns: Sequence[str], cutoff_ms: int) -> DataFrame:
+    """What the log and the listing say of each visible path: the log replayed per (path,
+    deletion vector id) (the newest add or remove wins: `live`), then folded by path: live or
+    kept by any, how many expired removes name it, whether any remove does and any inside the
+    retention, and its listed size and mtime (null: not listed) and removed size. Shuffled by path
+    once: the partitioning serves both groupings."""
+    from pyspark.sql import functions as F
+
     kind = F.col("kind")
     remove = kind == REMOVE
-    expired = remove & (F.coalesce(F.col("deletion_ts"), F.lit(0)) < F.lit(cutoff_ms))
+    expired = _expired_remove(cutoff_ms)
     replayed = (
         _visible_paths(rows.repartition("path"), partition_columns)
         .groupBy("path", "dv_id")
@@ -128,7 +159,7 @@ def judge(
             F.max(F.when(remove, F.col("size"))).alias("removed_size"),
         )
     )
-    per_path = replayed.groupBy("path").agg(
+    return replayed.groupBy("path").agg(
         F.max("live").alias("live"),
         F.max("kept").alias("kept"),
         F.sum("expired").alias("expired"),
@@ -138,6 +169,14 @@ def judge(
         F.max("mtime").alias("mtime"),
         F.max("removed_size").alias("removed_size"),
     )
+
+
+def _deletable(per_path: DataFrame, now_ms: int, retention_ms: int) -> DataFrame:
+    """The paths a full VACUUM deletes (`judge`'s rows), decided from `_per_path`: never a live or
+    kept one; an expired remove's file unless a remove inside the retention names it too; an
+    unreferenced listed file no remove names, once old enough."""
+    from pyspark.sql import functions as F
+
     protected = F.coalesce(F.col("live"), F.lit(False)) | F.coalesce(F.col("kept"), F.lit(False))
     # a file removed again inside the retention stays: time travel to the versions before that
     # remove reads it (delta-rs deletes it for its older, expired remove)
@@ -150,25 +189,29 @@ def judge(
         # is a write in flight
         & (F.lit(now_ms) - F.floor(F.unix_micros("mtime") / 1000) >= F.lit(retention_ms))
     )
-    decided = per_path.where(stale | orphan).select(
+    return per_path.where(stale | orphan).select(
         F.col("path").alias("address"),
         F.coalesce(F.col("listed_size"), F.col("removed_size")).alias("size"),
         "mtime",
         F.when(stale, F.lit(EXPIRED_REMOVE)).otherwise(F.lit(UNREFERENCED)).alias("reason"),
         F.when(stale, F.col("expired")).otherwise(F.lit(1)).cast("long").alias("count"),
     )
-    # a deletion vector's file is its own path: the ones a live add, a kept version or a remove
-    # inside the retention names stay (delta-rs protects only data files). Always looked up, not
-    # only when the newest protocol has the feature: older versions may still need them.
+
+
+def _named_vectors(vectors: DataFrame, kept: DataFrame | None, cutoff_ms: int) -> DataFrame:
+    """The deletion-vector files that stay (`address`): a deletion vector's file is its own path,
+    and the ones a live add, a kept version or a remove inside the retention names stay (delta-rs
+    protects only data files). Always looked up, not only when the newest protocol has the
+    feature: older versions may still need them."""
+    from pyspark.sql import functions as F
+
     live_dvs = live_files(vectors).select(F.col("dv").alias("address"))
-    other_dvs = vectors.where(remove & ~expired).select(F.col("dv").alias("address"))
+    other_dvs = vectors.where((F.col("kind") == REMOVE) & ~_expired_remove(cutoff_ms)).select(
+        F.col("dv").alias("address")
+    )
     if kept is not None:
         other_dvs = other_dvs.unionByName(kept.select(F.col("dv").alias("address")))
-    named = live_dvs.unionByName(other_dvs).where(F.col("address").isNotNull())
-    return decided.join(named, "address", "left_anti")
-
-
-_LISTED, _KEPT = "listed", "kept"  # the judge's own row kinds, beside the log's add and remove
+    return live_dvs.unionByName(other_dvs).where(F.col("address").isNotNull())
 
 
 def _order() -> Column:

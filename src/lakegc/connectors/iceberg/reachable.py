@@ -17,7 +17,7 @@ snapshot ever named), for the candidates' reason only, never for what is deleted
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,15 +115,43 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
     """`named_uris` (named on the driver), and the manifests and live files of the counted
     snapshots' manifest lists, read on the executors."""
     settings = [(t.io_properties, t.location) for t in tables]
-    lists = [
+    lists = _manifest_lists(tables)
+    from lakegc.engine.spark import parallelism
+
+    slots = parallelism(spark)
+    named = location_rows(named_uris).to_pylist()
+    small = spark.createDataFrame([tuple(row.values()) for row in named], REACHABLE_DDL)
+    list_df = spark.createDataFrame(lists or [(0, "")], "io long, manifest_list string")
+    if not lists:
+        list_df = list_df.limit(0)
+    manifests = (
+        list_df.repartition(max(1, min(len(lists), slots * 4)))
+        .mapInArrow(_list_reader(settings), MANIFESTS_DDL)
+        .dropDuplicates(["manifest_path"])
+    )  # manifest lists are small: read again for each use
+    manifest_files = manifests.select("manifest_path").mapInArrow(
+        lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL
+    )
+    data_files = manifests.repartition(slots * 4).mapInArrow(_manifest_reader(settings), REACHABLE_DDL)
+    return small.unionByName(manifest_files).unionByName(data_files).distinct()
+
+
+def _manifest_lists(tables: list[TableFiles]) -> list[tuple[int, str]]:
+    """(table index, manifest list) of every counted snapshot that has one (pure): what the
+    executors read first."""
+    return [
         (i, s.manifest_list)
         for i, t in enumerate(tables)
         for s in t.metadata.snapshots
         if s.snapshot_id in t.retained and s.manifest_list
     ]
-    from lakegc.engine.spark import parallelism
 
-    slots = parallelism(spark)
+
+def _list_reader(
+    settings: list[tuple[dict[str, str], str]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' task from manifest lists (io, manifest_list) to the manifests they list
+    (MANIFESTS_DDL rows), each table's FileIO made there from its `settings`."""
 
     def read_lists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyiceberg.manifest import read_manifest_list
@@ -149,6 +177,15 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
                         ]
                     )
 
+    return read_lists
+
+
+def _manifest_reader(
+    settings: list[tuple[dict[str, str], str]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executors' task from manifests (MANIFESTS_DDL rows) to the files of their live entries
+    (REACHABLE_DDL rows): an entry marked DELETED records a file the snapshot no longer has."""
+
     def read_manifests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyiceberg.manifest import ManifestContent, ManifestFile
 
@@ -161,21 +198,7 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
                 if live:
                     yield location_rows(live)
 
-    named = location_rows(named_uris).to_pylist()
-    small = spark.createDataFrame([tuple(row.values()) for row in named], REACHABLE_DDL)
-    list_df = spark.createDataFrame(lists or [(0, "")], "io long, manifest_list string")
-    if not lists:
-        list_df = list_df.limit(0)
-    manifests = (
-        list_df.repartition(max(1, min(len(lists), slots * 4)))
-        .mapInArrow(read_lists, MANIFESTS_DDL)
-        .dropDuplicates(["manifest_path"])
-    )  # manifest lists are small: read again for each use
-    manifest_files = manifests.select("manifest_path").mapInArrow(
-        lambda batches: (location_rows(b.column(0).to_pylist()) for b in batches), REACHABLE_DDL
-    )
-    data_files = manifests.repartition(slots * 4).mapInArrow(read_manifests, REACHABLE_DDL)
-    return small.unionByName(manifest_files).unionByName(data_files).distinct()
+    return read_manifests
 
 
 class _FileIOs:
