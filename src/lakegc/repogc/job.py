@@ -17,7 +17,7 @@ from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
 from lakegc.engine.progress import Phase, PhaseTimer, no_progress
 from lakegc.engine.runs import REPOSITORY, MetastoreRunLog, Recorder, Run, RunState, SweepIncomplete, new_run_id
-from lakegc.engine.spark import classic_context, jobs_started
+from lakegc.engine.tasks import classic_context, jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.repo.gc_source import GcSource

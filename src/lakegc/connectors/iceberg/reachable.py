@@ -121,7 +121,7 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
         for s in t.metadata.snapshots
         if s.snapshot_id in t.retained and s.manifest_list
     ]
-    from lakegc.engine.spark import parallelism
+    from lakegc.engine.tasks import parallelism
 
     slots = parallelism(spark)
 
