@@ -58,7 +58,7 @@ from lakegc.timeutil import as_utc, utcnow
 from lakegc.uri import validate_path, validate_ref_name, validate_repo_name
 
 if TYPE_CHECKING:
-    from lakegc.repo.gc_source import RepositoryGcSource
+    from lakegc.repo.gc_source import RepositoryGcSource  # imported when asked for: it loads pyarrow
 
 DEFAULT_TOKEN_TTL = timedelta(hours=24)
 _RETRIES = 8
@@ -157,7 +157,14 @@ class Repository:
         """What repository GC reads of this repository (`repo.gc_source`)."""
         from lakegc.repo.gc_source import RepositoryGcSource
 
-        return RepositoryGcSource(self)
+        return RepositoryGcSource(
+            self.name,
+            self.info.storage_namespace,
+            self.storage,
+            self.store,
+            self.gc_rules,
+            lambda: self.lake.protected_places(except_repository=self.name),
+        )
 
     # -- refs ---------------------------------------------------------------
     def resolve(self, ref: str) -> tuple[Commit, str | None]:
