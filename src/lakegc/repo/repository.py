@@ -18,9 +18,10 @@ from lakegc.errors import AlreadyExists, InvalidArgument, NamespaceError, RefNot
 from lakegc.metastore import Metastore, sqlite_file
 from lakegc.repo import fence
 from lakegc.repo.history import History, new_commit
+from lakegc.repo.lakestore import LakeTx
 from lakegc.repo.model import Branch, Commit, RepositoryInfo, Tag
 from lakegc.repo.objects import Objects
-from lakegc.repo.store import LakeTx, Transactions, Tx
+from lakegc.repo.store import Transactions, Tx
 from lakegc.repo.trees import TreeStore
 from lakegc.retention.rules import GcRules, parse_rules
 from lakegc.settings import lakegc_home
