@@ -24,7 +24,8 @@ def _unchanged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def main() -> None:
-    from lakegc.engine.spark import command_scope, spark_session
+    from lakegc.engine.classic import command_scope
+    from lakegc.engine.spark import spark_session
 
     with command_scope():
         spark = spark_session()

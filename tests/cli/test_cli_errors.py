@@ -16,7 +16,7 @@ from conftest import heads, new_metastore, one_error, patch_short_lock_wait
 from typer.testing import CliRunner
 
 from lakegc.cli.main import app
-from lakegc.repo.repository import new_commit
+from lakegc.repo.history import new_commit
 from lakegc.timeutil import parse_date
 
 REPO = "lakegc://repo"

@@ -1,6 +1,6 @@
 """What lakegc asks of a Spark session beyond DataFrames, each through one seam that a session
 without a SparkContext (Spark Connect) can answer too: how many tasks run at once
-(`engine.spark.parallelism`, of which every task count is a multiple) and Ctrl-C cancelling the
+(`engine.tasks.parallelism`, of which every task count is a multiple) and Ctrl-C cancelling the
 running jobs (`SparkSession.interruptAll`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from lakegc.engine.spark import classic_context, local_cores, parallelism
+from lakegc.engine.tasks import classic_context, local_cores, parallelism
 
 
 @pytest.mark.parametrize(

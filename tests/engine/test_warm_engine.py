@@ -240,7 +240,7 @@ def test_an_engine_unfit_for_the_command_is_not_used_and_says_why(
         assert warm.running(home.home) is None
         err = capsys.readouterr().err
         assert f"the warm engine at sc://127.0.0.1:{port} is not used: {said}" in err
-        from lakegc.engine.spark import _engine_at
+        from lakegc.engine.connect import _engine_at
 
         with pytest.raises(LakegcError, match=said):
             _engine_at(port)

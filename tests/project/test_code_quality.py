@@ -92,7 +92,7 @@ def test_no_docstring_or_document_sends_a_reader_outside_the_repository():
 
 def test_the_pipeline_is_dataframes_only():
     """Spark Connect sessions have no SparkContext, RDDs, accumulators or broadcasts: the code runs
-    on Connect only if it names none of them (`engine.spark.classic_context` is the one way to the
+    on Connect only if it names none of them (`engine.tasks.classic_context` is the one way to the
     few things only a classic engine has: job counts, the log level, the JVM it started)."""
     banned = re.compile(r"\bsparkContext\b|\.rdd\b|\.accumulator\(|\.broadcast\(")
     found = [

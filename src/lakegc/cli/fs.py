@@ -10,7 +10,7 @@ import typer
 from lakegc.cli import output
 from lakegc.cli.main import new_app, state
 from lakegc.cli.refs import JSON
-from lakegc.repo.repository import DEFAULT_TOKEN_TTL
+from lakegc.repo.objects import DEFAULT_TOKEN_TTL
 from lakegc.timeutil import epoch_seconds, parse_duration
 from lakegc.uri import parse_uri
 

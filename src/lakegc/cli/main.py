@@ -197,7 +197,7 @@ def run() -> None:
     """The console script. Once its output is flushed it leaves with `os._exit`, skipping the
     interpreter's teardown: pyarrow's native thread pools can abort that teardown (std::terminate,
     exit -6; apache/arrow#34314), turning a command that finished into a crash."""
-    from lakegc.engine.spark import command_scope
+    from lakegc.engine.classic import command_scope
 
     logging.getLogger().addHandler(_LibraryLogs(sys.stderr))
     try:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def read_parquet(spark: SparkSession, storage: Storage, keys: list[str], schema: str) -> DataFrame:
     """A DataFrame of the Parquet files `keys` (part files of one output) in the namespace."""
-    from lakegc.engine.spark import parallelism, work_items
+    from lakegc.engine.tasks import parallelism, work_items
 
     columns = [column.split()[0] for column in schema.split(",")]  # files may hold more (named candidates)
 
@@ -187,7 +187,7 @@ def groups_writer(
             rows = prepare(value, parts) if prepare is not None else parts
             yield _part_row(value, _store(storage, key, rows, schema=None), None)  # type: ignore[arg-type]
 
-    from lakegc.engine.spark import parallelism
+    from lakegc.engine.tasks import parallelism
 
     tasks = parallelism(df.sparkSession) * 2
     return df.repartition(tasks, group).mapInArrow(write, ddl(_PARTS_SCHEMA))

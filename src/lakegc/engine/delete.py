@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from lakegc.engine.arrowio import store_batches, write_parquet
 from lakegc.engine.columns import DELETES, ddl
-from lakegc.engine.spark import parallelism
+from lakegc.engine.tasks import parallelism
 from lakegc.errors import InvalidArgument
 from lakegc.storage import Storage
 from lakegc.storage.deadline import sends_until

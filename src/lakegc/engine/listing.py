@@ -37,7 +37,7 @@ class Folder:
 def list_folders(spark: SparkSession, storage: Storage, folders: list[Folder], older_than: datetime) -> DataFrame:
     """LISTING rows for the objects of `folders`, each folder listed by one task on the executors;
     `young` marks those modified at or after `older_than`."""
-    from lakegc.engine.spark import parallelism, work_items
+    from lakegc.engine.tasks import parallelism, work_items
 
     cutoff = older_than
 

@@ -20,7 +20,7 @@ def no_progress(name: str, detail: str = "") -> None:
     """A Phase that shows nothing (the Python API's default)."""
 
 
-Jobs = Callable[[], "int | None"]  # Spark jobs started so far (`engine.spark.jobs_started`), None: not counted
+Jobs = Callable[[], "int | None"]  # Spark jobs started so far (`engine.tasks.jobs_started`), None: not counted
 
 
 class PhaseTimer:

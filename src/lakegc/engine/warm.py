@@ -296,14 +296,14 @@ def session_conf(port: int, conf: dict[str, str]) -> dict[str, str]:
 def serve(home: Path, port: int, conf: dict[str, str]) -> None:
     """The engine process: start the session, write the record, wait for SIGTERM or SIGINT."""
     from lakegc import __version__
-    from lakegc.engine.spark import spark_session
+    from lakegc.engine.classic import own_session
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     token = os.environ.pop(_TOKEN_ENV)
     os.environ[_SPARK_TOKEN_ENV] = token  # for the JVM about to start: its environment, not its command line
-    spark = spark_session("local[*]", session_conf(port, conf))
+    spark = own_session("local[*]", session_conf(port, conf))
     spark.range(1).count()  # the JVM's first query compiled before the first command comes
     engine = Engine(port, os.getpid(), datetime.now(UTC).isoformat(), __version__, token, storage_environment())
     tmp = record_path(home).with_name(f"{RECORD}.{os.getpid()}.tmp")
@@ -328,7 +328,7 @@ def serve(home: Path, port: int, conf: dict[str, str]) -> None:
 
 def _jvm_process(spark: object) -> subprocess.Popen | None:
     """The JVM PySpark started for the engine's session (its gateway keeps the process handle)."""
-    from lakegc.engine.spark import classic_context
+    from lakegc.engine.tasks import classic_context
 
     context = classic_context(spark)  # type: ignore[arg-type]
     gateway = getattr(context, "_gateway", None)

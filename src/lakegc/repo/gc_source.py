@@ -28,8 +28,7 @@ from lakegc.storage import Storage, namespace_key_of, normalize_location
 
 if TYPE_CHECKING:
     from lakegc.engine.guard import Protected
-    from lakegc.repo.repository import Repository
-    from lakegc.repo.store import Tx
+    from lakegc.repo.store import Transactions, Tx
 
 # Copy records close the race between a shallow copy and GC's snapshot of staging; the copy's own
 # staged entry (then its commit) is the lasting reference, so a record counts for a day only
@@ -158,25 +157,35 @@ def address_key(namespace: str, address: str) -> str | None:
 
 
 class RepositoryGcSource:
-    """A repository's `GcSource`, read from the metastore."""
+    """A repository's `GcSource`, read from the metastore. Given the parts of the repository it reads
+    (its transactions, how to read its rules and which places are protected), never the repository
+    itself: the repository makes its GC source, so this module must not need it."""
 
-    def __init__(self, repo: Repository):
-        self.repo = repo
-        self.name, self.namespace, self.storage = repo.name, repo.info.storage_namespace, repo.storage
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        storage: Storage,
+        store: Transactions[Tx],
+        rules: Callable[[], GcRules | None],
+        protected: Callable[[], list[Protected]],
+    ):
+        self.name, self.namespace, self.storage = name, namespace, storage
+        self._store, self._rules, self._protected = store, rules, protected
 
     def rules(self) -> GcRules | None:
-        return self.repo.gc_rules()
+        return self._rules()
 
     def trees(self) -> set[str]:
-        with self.repo.store.read() as tx:
+        with self._store.read() as tx:
             return tx.metaranges()
 
     def slice_windows(self) -> dict[str, SliceWindow]:
-        with self.repo.store.read() as tx:
+        with self._store.read() as tx:
             return {r.name: SliceWindow(r.name, r.created_at, r.writable_until) for r in tx.slice_rows()}
 
     def snapshot(self, now: datetime, write: Write, since: StagingVersion | None = None) -> Snapshot:
-        with self.repo.store.read() as tx:
+        with self._store.read() as tx:
             staging = StagingVersion(tx.staging_version())
             streams = tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None if since is None else since.version)
 
@@ -194,7 +203,7 @@ class RepositoryGcSource:
 
     def references_to(self, now: datetime, key: str) -> References:
         found: list[UncommittedRef] = []
-        with self.repo.store.read() as tx:
+        with self._store.read() as tx:
             for source, result in tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None, detail=True, key=key):
                 found += [
                     UncommittedRef(source, branch, path, when)
@@ -219,12 +228,12 @@ class RepositoryGcSource:
     def raise_fence(
         self, run_id: str, marked_active: set[str], params: dict[str, Any], marked_by_rule: Sequence[set[str]] = ()
     ) -> list[set[str]]:
-        with self.repo.store.write() as tx:
+        with self._store.write() as tx:
             return fence.raise_fence(tx, run_id, marked_active, params, marked_by_rule)
 
     def lower_fence(self, run_id: str | None = None) -> None:
-        with self.repo.store.write() as tx:
+        with self._store.write() as tx:
             tx.drop_fence(run_id)
 
     def protected_places(self) -> list[Protected]:
-        return self.repo.lake.protected_places(except_repository=self.name)
+        return self._protected()

@@ -6,12 +6,11 @@ API never writes SQL. Writers get the metastore's discipline (`Metastore.write`)
 are serialised, so a compare-and-set of a branch HEAD, a staging version bump or the sweep's fence
 check sees every write before it.
 
-`LakeTx` holds the statements about the lake as a whole: its repositories and the token secret.
+The statements about the lake as a whole (its repositories, the token secret) are `repo.lakestore`'s.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -23,7 +22,7 @@ from sqlalchemy.engine import Connection
 from lakegc.errors import AlreadyExists, AmbiguousRef, RefNotFound
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
-from lakegc.repo.model import AddressKind, Branch, Changes, Commit, CommitGraph, Entry, RepositoryInfo, Tag
+from lakegc.repo.model import AddressKind, Branch, Changes, Commit, CommitGraph, Entry, Tag
 from lakegc.retention.active import CommitNode
 from lakegc.uri import validate_ref_name
 
@@ -474,68 +473,6 @@ class Tx:
     def drop_fence(self, run_id: str | None = None) -> None:
         where = [self._of(t.gc_fences)] + ([t.gc_fences.c.run_id == run_id] if run_id is not None else [])
         self.conn.execute(t.gc_fences.delete().where(*where))
-
-
-class LakeTx:
-    """One transaction over the lake's own tables: its repositories and the token secret."""
-
-    def __init__(self, conn: Connection):
-        self.conn = conn
-
-    def of(self, repository: str) -> Tx:
-        """A repository's statements in this same transaction."""
-        return Tx(self.conn, repository)
-
-    def repository(self, name: str) -> RepositoryInfo | None:
-        row = self.conn.execute(sa.select(t.repositories).where(t.repositories.c.name == name)).first()
-        return None if row is None else _info(row)
-
-    def repositories(self) -> list[RepositoryInfo]:
-        rows = self.conn.execute(sa.select(t.repositories).order_by(t.repositories.c.name)).all()
-        return [_info(r) for r in rows]
-
-    def namespaces(self) -> dict[str, str]:
-        return dict(self.conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace)).all())
-
-    def insert_repository(self, info: RepositoryInfo) -> None:
-        self.conn.execute(
-            t.repositories.insert().values(
-                name=info.name,
-                storage_namespace=info.storage_namespace,
-                default_branch=info.default_branch,
-                created_at=info.created_at,
-            )
-        )
-
-    def delete_repository(self, name: str) -> None:
-        """Every row of the repository, then the repository (its namespace and data stay)."""
-        for table in (
-            t.gc_fences,
-            t.gc_leases,
-            t.gc_runs,
-            t.gc_rules,
-            t.address_tokens,
-            t.copy_records,
-            t.slices,
-            t.staged_entries,
-            t.tags,
-            t.branches,
-            t.tree_changes,
-            t.commits,
-        ):
-            self.conn.execute(table.delete().where(table.c.repository == name))
-        self.conn.execute(t.repositories.delete().where(t.repositories.c.name == name))
-
-    def token_secret(self) -> bytes:
-        value = self.conn.execute(sa.select(t.settings.c.value).where(t.settings.c.key == "token_secret")).scalar()
-        if value is None:
-            value = secrets.token_hex(32)
-            self.conn.execute(t.settings.insert().values(key="token_secret", value=value))
-        return bytes.fromhex(value)
-
-
-def _info(row: sa.Row) -> RepositoryInfo:
-    return RepositoryInfo(row.name, row.storage_namespace, row.default_branch, row.created_at)
 
 
 def commit_from_row(row: sa.Row) -> Commit:

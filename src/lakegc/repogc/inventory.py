@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakegc.engine.columns import LISTING, ddl
-from lakegc.engine.spark import parallelism, work_items
+from lakegc.engine.tasks import parallelism, work_items
 from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.repo.slices import SliceWindow, slice_created
 from lakegc.repogc.inventory_format import Format, Inventory, open_data_file, read_objects
@@ -144,7 +144,7 @@ def _epoch_us(when: datetime) -> int:
 # -- reading data files, on the executors ------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Reader:
-    """One `mapInArrow` task over the inventory's data files (by index, see `spark.work_items`):
+    """One `mapInArrow` task over the inventory's data files (by index, see `tasks.work_items`):
     their rows the namespace may take, as listing rows, and after each file that lists the
     namespace's marker as it is, one `_SEEN` row saying so (tasks have no other way to tell the
     driver something on Spark Connect, where there are no accumulators)."""

@@ -26,7 +26,7 @@ from lakegc.engine.runs import (
     SweepIncomplete,
     new_run_id,
 )
-from lakegc.engine.spark import classic_context, jobs_started
+from lakegc.engine.tasks import classic_context, jobs_started
 from lakegc.errors import InvalidArgument, LakegcError, NamespaceError
 from lakegc.failures import cause
 from lakegc.repo.gc_source import GcSource

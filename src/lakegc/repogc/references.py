@@ -63,7 +63,7 @@ def weighted_ranges(
     has its facts in `trusted` (tree-file key -> facts, `repogc.trust`) is not verified again."""
     from pyspark.sql import functions as F
 
-    from lakegc.engine.spark import parallelism, work_items
+    from lakegc.engine.tasks import parallelism, work_items
 
     rows = sorted(trees.items())
     facts = [(trusted or {}).get(METARANGES_PREFIX + mid) for mid, _ in rows]
@@ -128,7 +128,7 @@ def entry_counts(
     the columns used."""
     from pyspark.sql import functions as F
 
-    from lakegc.engine.spark import parallelism
+    from lakegc.engine.tasks import parallelism
 
     weight_column = "weights" if paths is not None else "weight"
     aggregations = [("n", combine), ("fresh", combine)] + ([("rank", "max"), ("path", "min")] if named else [])

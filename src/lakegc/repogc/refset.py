@@ -255,7 +255,7 @@ def with_base_counts(rows: DataFrame, storage: Storage, base: RefManifest) -> Da
                 chosen = pa.Table.from_batches([batch.filter(pc.equal(parts, part))])
                 yield from chosen.join(counts, "address", join_type="left outer").select([*columns, "n0"]).to_batches()
 
-    from lakegc.engine.spark import parallelism
+    from lakegc.engine.tasks import parallelism
 
     tasks = parallelism(rows.sparkSession) * 2
     grouped = rows.withColumn("_part", part_column()).repartition(tasks, "_part").sortWithinPartitions("_part")
@@ -480,7 +480,7 @@ def read_refs(
     """Files of a reference set, each checked against its digest in the manifest as it is read on
     an executor: a file changed since it was written fails the run (CorruptMetadata), before
     anything is deleted."""
-    from lakegc.engine.spark import parallelism, work_items
+    from lakegc.engine.tasks import parallelism, work_items
 
     digests = {key: manifest.digests[key] for key in keys}
     files = sorted(digests)

@@ -87,7 +87,7 @@ def read_actions(
     `vectors_only`, only the add and remove actions that carry a deletion vector (a second, cheap
     read: checkpoints are read for their deletion-vector column first, and rows without one are
     never built)."""
-    from lakegc.engine.spark import parallelism, work_items
+    from lakegc.engine.tasks import parallelism, work_items
 
     reads = plan_reads(storage, seg)
 

@@ -116,7 +116,7 @@ def _files(spark: SparkSession, tables: list[TableFiles], named_uris: list[str])
     snapshots' manifest lists, read on the executors."""
     settings = [(t.io_properties, t.location) for t in tables]
     lists = _manifest_lists(tables)
-    from lakegc.engine.spark import parallelism
+    from lakegc.engine.tasks import parallelism
 
     slots = parallelism(spark)
     named = location_rows(named_uris).to_pylist()
