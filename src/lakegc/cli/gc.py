@@ -2,71 +2,43 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.main import new_app, state
+from lakegc.cli.group import new_app
+from lakegc.cli.options import (
+    CONF,
+    CUTOFF,
+    DEFAULT_CUTOFF,
+    JSON,
+    LIMIT,
+    MASTER,
+    MAX_DELETE_RATE,
+    MIN_AGE,
+    REMOTE,
+    RUN_ID,
+    on_spark,
+    repo_uri,
+    state,
+)
 from lakegc.cli.plot import check_target, plot_curve
 from lakegc.cli.progress import progress
-from lakegc.cli.refs import JSON
-from lakegc.engine.report import human_bytes, summary_rows, top_tables, window_cell
+from lakegc.engine.report import human_bytes
 from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument
 from lakegc.redact import mask_doc
 from lakegc.retention.rules import parse_rules
-from lakegc.settings import spark_address
-from lakegc.timeutil import epoch_seconds
 from lakegc.uri import parse_uri
 
 app = new_app("Garbage collection: retention rules, runs, sweeps.")
 
-MASTER = typer.Option(
-    None, "--master", help="Spark master URL (default: the settings file's, else a running engine, else local[*])."
-)
-REMOTE = typer.Option(
-    None, "--remote", metavar="sc://HOST:PORT", help="Run on this Spark Connect server (or LAKEGC_REMOTE)."
-)
-CONF = typer.Option([], "--conf", help="Spark conf KEY=VALUE (repeatable; adds to the settings file's).")
-RUN_ID = typer.Argument(..., metavar="RUN_ID", help="A run id, or a prefix only that run's id has.")
-LIMIT = typer.Option(None, "--limit", min=1, help="Show at most N.")
 MAX_DELETES = typer.Option(
     None, "--max-deletes", metavar="N", min=0, help="Stop after N objects; `gc sweep` continues the run later."
 )
-MAX_DELETE_RATE = typer.Option(
-    None,
-    "--max-delete-rate",
-    metavar="N",
-    help="At most N objects a second, across all executors (a throttling store slows it further).",
-)
-MIN_AGE = typer.Option(
-    None,
-    "--min-age",
-    help="Objects younger than this are never candidates: 90s, 30m, 6h, 7d or ISO 8601 "
-    "(P7D); default 24h (or the settings file's gc.min_age).",
-)
-CUTOFF = typer.Option(
-    [],
-    "--cutoff",
-    help="REGEX=POLICY (repeatable), overriding the stored rules (path rules too): the regex matches "
-    "whole branch names, first match wins; POLICY is a commit count (10), a duration (7d), "
-    "a date (ISO 8601) or NONE.",
-)
-DEFAULT_CUTOFF = typer.Option(
-    None, "--default-cutoff", help="POLICY for branches no --cutoff matches, and for dangling commits."
-)
-
-
-def _repo_uri(uri: str) -> str:
-    target = parse_uri(uri)
-    if target.ref:
-        raise InvalidArgument(f"invalid URI {uri!r}: expected lakegc://REPO")
-    return target.repo
 
 
 @app.command("set-config", epilog="Example: lakegc gc set-config lakegc://lake -f rules.json")
@@ -75,7 +47,7 @@ def set_config(
 ) -> None:
     """Set the repository's retention rules (lakeFS JSON:
     {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 28}]})."""
-    repo = _repo_uri(uri)
+    repo = repo_uri(uri)
     text = sys.stdin.read() if file == "-" else _read_file(file)
     api.set_rules(repo, parse_rules(text), metastore=state(ctx).lake)
     output.say(f"GC rules set for {repo!r}")
@@ -84,7 +56,7 @@ def set_config(
 @app.command("get-config", epilog="Example: lakegc gc get-config lakegc://lake --json")
 def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """Show the repository's retention rules."""
-    repo = _repo_uri(uri)
+    repo = repo_uri(uri)
     rules = api.get_rules(repo, metastore=state(ctx).lake)
     if rules is None:
         output.fail(f"no GC rules set for repository {repo!r} (GC keeps every commit)")
@@ -110,7 +82,7 @@ def get_config(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
 @app.command("delete-config", epilog="Example: lakegc gc delete-config lakegc://lake")
 def delete_config(ctx: typer.Context, uri: str) -> None:
     """Remove the repository's retention rules (GC then keeps every commit)."""
-    repo = _repo_uri(uri)
+    repo = repo_uri(uri)
     if not api.delete_rules(repo, metastore=state(ctx).lake):
         output.fail(f"no GC rules set for repository {repo!r}")
     output.say(f"GC rules deleted for {repo!r}")
@@ -160,7 +132,7 @@ def run(
     as_json: bool = JSON,
 ) -> None:
     """Mark and sweep in one Spark job; prints the run's summary."""
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     with progress(f"GC {name}", as_json=as_json) as phase:
         summary = api.gc(
             name,
@@ -176,11 +148,10 @@ def run(
             quarantine=quarantine,
             max_deletes=max_deletes,
             max_delete_rate=max_delete_rate,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
         )
-    print_run(summary, as_json)
+    output.print_run(summary, as_json)
     say_if_stopped(ctx, summary, as_json)
     if mark_only and not as_json:
         metastore = f"--metastore {state(ctx).metastore_url} " if state(ctx).metastore_url else ""
@@ -278,7 +249,7 @@ def simulate(
 ) -> None:
     """The retention curve: for each retention, what `gc run --dry-run --clean --default-cutoff R`
     would collect, all from one pass over the lake. Deletes nothing, records no run."""
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     if plot:
         check_target(plot)
     with progress(f"simulating retentions for {name}", as_json=as_json) as phase:
@@ -287,8 +258,7 @@ def simulate(
             retention.split(","),
             metastore=state(ctx).lake,
             min_age=min_age,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
         )
     drawn = plot_curve(curve, plot) if plot else None
@@ -320,19 +290,18 @@ def sweep(
 ) -> None:
     """Delete the candidates of a marked run, re-checking each first; or continue a run whose sweep
     stopped (a budget, a crash, objects the store would not delete) from where it stopped."""
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     with progress(f"sweep {run_id}", as_json=as_json) as phase:
         summary = api.sweep(
             name,
             run_id,
             metastore=state(ctx).lake,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
             max_deletes=max_deletes,
             max_delete_rate=max_delete_rate,
         )
-    print_run(summary, as_json)
+    output.print_run(summary, as_json)
     say_if_stopped(ctx, summary, as_json)
 
 
@@ -363,15 +332,14 @@ def restore(
     as_json: bool = JSON,
 ) -> None:
     """Move a run's quarantined objects back to their addresses; reads of them work again."""
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     with progress(f"restore {run_id}", as_json=as_json):
         done = api.restore(
             name,
             run_id,
             path=path,
             metastore=state(ctx).lake,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
         )
     if as_json:
         output.emit_json({"repository": name, **done.to_json()})
@@ -392,11 +360,9 @@ def purge(
     as_json: bool = JSON,
 ) -> None:
     """Delete the quarantines whose restore window has passed (every `gc run` does this first)."""
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     with progress(f"purge {name}", as_json=as_json) as phase:
-        done = api.purge(
-            name, metastore=state(ctx).lake, master=spark_address(master, remote), conf=parse_conf(conf), progress=phase
-        )
+        done = api.purge(name, metastore=state(ctx).lake, **on_spark(master, remote, conf), progress=phase)
     if as_json:
         output.emit_json(
             {"repository": name, "purged": [p.to_json() for p in done], "num_purged": sum(p.num_purged for p in done)}
@@ -418,7 +384,7 @@ def purge(
 @app.command("runs", epilog="Example: lakegc gc runs lakegc://lake --json")
 def runs(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
     """GC runs of the repository, newest first."""
-    print_runs(api.runs(_repo_uri(uri), metastore=state(ctx).lake), as_json)
+    output.print_runs(api.runs(repo_uri(uri), metastore=state(ctx).lake), as_json)
 
 
 @app.command("show", epilog="Example: lakegc gc show lakegc://lake 20261126T1406 --html")
@@ -432,13 +398,13 @@ def show(
     """One run's summary."""
     from lakegc.repogc.outputs import run_folder
 
-    name = _repo_uri(uri)
+    name = repo_uri(uri)
     found = api.run(name, run_id, metastore=state(ctx).lake)
     if html:
         folder = run_folder(state(ctx).lake.repository(name).storage, found.run_id)
-        show_report(folder, found)
+        output.show_report(folder, found)
         return
-    print_run(found, as_json)
+    output.print_run(found, as_json)
     if found.failed and not as_json:
         more = found.num_failed - len(found.failed)
         output.table(
@@ -467,90 +433,9 @@ def candidates(
     """The deletion candidates a run marked (address, size, mtime, reason, and for committed garbage
     the path, commit and branch that held it)."""
     found = api.candidates(
-        _repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit, prefix=prefix, branch=branch, reason=reason
+        repo_uri(uri), run_id, metastore=state(ctx).lake, limit=limit, prefix=prefix, branch=branch, reason=reason
     )
-    print_candidates(found, as_json, named=True)
-
-
-# -- shared with the connectors' commands ----------------------------------------------------------
-def print_run(found: Run, as_json: bool) -> None:
-    if as_json:
-        output.emit_json(found.to_json())
-        return
-    what = "GC run" if found.kind == "repository" else f"{found.kind} GC run"
-    output.table("", "", rows=summary_rows(found), title=f"{what} {found.run_id} · {found.target}")
-    for title, header, rows in top_tables(found):
-        output.table(*header, rows=rows, title=title)
-
-
-def print_runs(found: list[Run], as_json: bool) -> None:
-    if as_json:
-        output.emit_json([r.to_json() for r in found])
-        return
-    output.table(
-        "RUN",
-        "STATE",
-        "STARTED",
-        "CANDIDATES",
-        "DELETED",
-        "BYTES",
-        "RESTORE WINDOW",
-        "NOTE",
-        rows=[
-            [
-                r.run_id,
-                r.state,
-                output.when(r.started_at),
-                r.num_candidates,
-                r.num_deleted,
-                r.bytes_deleted,
-                window_cell(r),
-                r.error or ("dry run" if r.dry_run else r.mode),
-            ]
-            for r in found
-        ],
-    )
-
-
-def print_candidates(rows: Iterator[api.Candidate], as_json: bool, named: bool = False) -> None:
-    """Streamed: the driver never holds them all (a JSON list written element by element). `named`:
-    a repository run's, with the path, commit and branch that held each."""
-    if as_json:
-        sys.stdout.write("[")
-        for i, c in enumerate(rows):
-            doc = {"address": c.address, "size": c.size, "mtime": epoch_seconds(c.mtime), "reason": c.reason}
-            if named:
-                doc |= {"path": c.path, "commit": c.commit, "branch": c.branch}
-            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))
-        sys.stdout.write("\n]\n")
-        return
-    if named:
-        output.table(
-            "ADDRESS", "SIZE", "MTIME", "REASON", "PATH", "COMMIT", "BRANCH",
-            rows=[[c.address, c.size, output.when(c.mtime), c.reason, c.path or "", (c.commit or "")[:12],
-                   c.branch or ""] for c in rows],
-        )  # fmt: skip
-        return
-    output.table(
-        "ADDRESS", "SIZE", "MTIME", "REASON", rows=[[c.address, c.size, output.when(c.mtime), c.reason] for c in rows]
-    )
-
-
-def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
-    """Print where the run's report.html is (written from the record if a run predates reports)."""
-    if not folder.storage.exists(folder.key("report.html")):
-        folder.write_record(found)
-    output.say(folder.storage.full_uri(folder.key("report.html")))
-
-
-def parse_conf(pairs: list[str]) -> dict[str, str]:
-    conf = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidArgument(f"invalid --conf {pair!r}: expected KEY=VALUE")
-        conf[key] = value
-    return conf
+    output.print_candidates(found, as_json, named=True)
 
 
 def _read_file(path: str) -> str:
