@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import typer
 
@@ -109,12 +110,7 @@ def iceberg_gc(
     as_json: bool = JSON,
 ) -> None:
     """Expire old snapshots of the tables, then delete files under their locations no table references."""
-    orphan_age = parse_duration(orphan_min_age)
-    if orphan_age < timedelta(days=1) and not dry_run:
-        output.warn(
-            f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
-            "committed, may be deleted (Iceberg's own procedure refuses under 24h)"
-        )
+    orphan_age = _orphan_age(orphan_min_age, dry_run)
     with progress("iceberg GC", as_json=as_json) as phase:
         run = api.iceberg_gc(
             catalog,
@@ -131,16 +127,31 @@ def iceberg_gc(
         )
     output.print_run(run, as_json)
     if not as_json:
-        expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
-        output.table(
-            "TABLE",
-            "LOCATION",
-            expired,
-            "SNAPSHOTS KEPT",
-            rows=[
-                [t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in run.details["tables"]
-            ],
+        _print_snapshots(run.details["tables"], dry_run)
+
+
+def _orphan_age(text: str, dry_run: bool) -> timedelta:
+    """--orphan-min-age as a duration; under a day, when files are deleted, a warning: files of writes
+    still in flight may be taken (Iceberg's own procedure refuses it)."""
+    orphan_age = parse_duration(text)
+    if orphan_age < timedelta(days=1) and not dry_run:
+        output.warn(
+            f"--orphan-min-age {text} is under a day: files of writes still in flight, not yet "
+            "committed, may be deleted (Iceberg's own procedure refuses under 24h)"
         )
+    return orphan_age
+
+
+def _print_snapshots(tables: list[dict[str, Any]], dry_run: bool) -> None:
+    """Each table's snapshots expired (or, in a dry run, to expire) and kept."""
+    expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
+    output.table(
+        "TABLE",
+        "LOCATION",
+        expired,
+        "SNAPSHOTS KEPT",
+        rows=[[t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in tables],
+    )
 
 
 @delta_app.command(
