@@ -4,30 +4,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import (
-    CONF,
-    LIMIT,
-    MASTER,
-    MAX_DELETE_RATE,
-    REMOTE,
-    RUN_ID,
-    parse_conf,
-    print_candidates,
-    print_run,
-    print_runs,
-    show_report,
-)
-from lakegc.cli.main import new_app, state
+from lakegc.cli.group import new_app
+from lakegc.cli.options import CONF, JSON, LIMIT, MASTER, MAX_DELETE_RATE, REMOTE, RUN_ID, on_spark, state
 from lakegc.cli.progress import progress
-from lakegc.cli.refs import JSON
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
-from lakegc.settings import spark_address
 from lakegc.timeutil import parse_duration
 
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
@@ -76,11 +63,10 @@ def catalog_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
         )
-    print_run(run, as_json)
+    output.print_run(run, as_json)
 
 
 @iceberg_app.command("gc", epilog="Example: lakegc iceberg gc --catalog lake db.events --older-than 7d --dry-run")
@@ -124,12 +110,7 @@ def iceberg_gc(
     as_json: bool = JSON,
 ) -> None:
     """Expire old snapshots of the tables, then delete files under their locations no table references."""
-    orphan_age = parse_duration(orphan_min_age)
-    if orphan_age < timedelta(days=1) and not dry_run:
-        output.warn(
-            f"--orphan-min-age {orphan_min_age} is under a day: files of writes still in flight, not yet "
-            "committed, may be deleted (Iceberg's own procedure refuses under 24h)"
-        )
+    orphan_age = _orphan_age(orphan_min_age, dry_run)
     with progress("iceberg GC", as_json=as_json) as phase:
         run = api.iceberg_gc(
             catalog,
@@ -141,22 +122,36 @@ def iceberg_gc(
             dry_run=dry_run,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
         )
-    print_run(run, as_json)
+    output.print_run(run, as_json)
     if not as_json:
-        expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
-        output.table(
-            "TABLE",
-            "LOCATION",
-            expired,
-            "SNAPSHOTS KEPT",
-            rows=[
-                [t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in run.details["tables"]
-            ],
+        _print_snapshots(run.details["tables"], dry_run)
+
+
+def _orphan_age(text: str, dry_run: bool) -> timedelta:
+    """--orphan-min-age as a duration; under a day, when files are deleted, a warning: files of writes
+    still in flight may be taken (Iceberg's own procedure refuses it)."""
+    orphan_age = parse_duration(text)
+    if orphan_age < timedelta(days=1) and not dry_run:
+        output.warn(
+            f"--orphan-min-age {text} is under a day: files of writes still in flight, not yet "
+            "committed, may be deleted (Iceberg's own procedure refuses under 24h)"
         )
+    return orphan_age
+
+
+def _print_snapshots(tables: list[dict[str, Any]], dry_run: bool) -> None:
+    """Each table's snapshots expired (or, in a dry run, to expire) and kept."""
+    expired = "SNAPSHOTS TO EXPIRE" if dry_run else "SNAPSHOTS EXPIRED"
+    output.table(
+        "TABLE",
+        "LOCATION",
+        expired,
+        "SNAPSHOTS KEPT",
+        rows=[[t["table"], t["location"], t["snapshots expired"], t["snapshots kept"]] for t in tables],
+    )
 
 
 @delta_app.command(
@@ -203,14 +198,13 @@ def delta_gc(
             max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
-            master=spark_address(master, remote),
-            conf=parse_conf(conf),
+            **on_spark(master, remote, conf),
             progress=phase,
         )
     if as_json:
         output.emit_json_with_list(run.to_json(), "files", api.delta_files(run.run_id, runs_location=runs))
         return
-    print_run(run, as_json)
+    output.print_run(run, as_json)
 
 
 def _versions(text: str | None) -> list[int]:
@@ -233,7 +227,7 @@ def _records(app: typer.Typer, kind: str) -> None:
 
     @app.command("runs", help=f"{kind} GC runs, newest first.", epilog=f"Example: lakegc {kind} runs --json")
     def runs(runs: str | None = RUNS, as_json: bool = JSON) -> None:
-        print_runs(api.connector_runs(kind, runs_location=runs), as_json)
+        output.print_runs(api.connector_runs(kind, runs_location=runs), as_json)
 
     @app.command(
         "show", help=f"One {kind} GC run's summary.", epilog=f"Example: lakegc {kind} show 20261126T1406 --html"
@@ -246,9 +240,9 @@ def _records(app: typer.Typer, kind: str) -> None:
     ) -> None:
         found = api.connector_run(kind, run_id, runs_location=runs)
         if html:
-            show_report(api.connector_folder(kind, found.run_id, runs_location=runs), found)
+            output.show_report(api.connector_folder(kind, found.run_id, runs_location=runs), found)
             return
-        print_run(found, as_json)
+        output.print_run(found, as_json)
 
     @app.command(
         "candidates",
@@ -258,7 +252,7 @@ def _records(app: typer.Typer, kind: str) -> None:
     def candidates(
         run_id: str = RUN_ID, runs: str | None = RUNS, as_json: bool = JSON, limit: int | None = LIMIT
     ) -> None:
-        print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
+        output.print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
 
 
 _records(catalog_app, "catalog")

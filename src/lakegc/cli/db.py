@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from lakegc.cli.main import new_app, state
+from lakegc.cli.group import new_app
+from lakegc.cli.options import state
 
 app = new_app("Metastore schema.")
 

@@ -9,7 +9,8 @@ import typer
 
 from lakegc import api
 from lakegc.cli import output
-from lakegc.cli.gc import REMOTE, print_run
+from lakegc.cli.group import Commands
+from lakegc.cli.options import REMOTE
 from lakegc.cli.progress import progress
 from lakegc.demo import RULES, build_demo, namespace_objects
 from lakegc.engine import warm
@@ -21,7 +22,10 @@ from lakegc.settings import lakegc_home, spark_address
 _MARK = ".lakegc-demo"
 DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would have collected, in the run's report
 
+commands = Commands()  # `lakegc demo`, at the root
 
+
+@commands.command("demo", epilog="Example: lakegc demo --dir /tmp/lakegc-demo")
 def demo(
     directory: Path = typer.Option(Path("demo"), "--dir", help="Folder for the demo's metastore and namespace."),
     master: str | None = typer.Option(
@@ -59,7 +63,7 @@ def demo(
     )
     with progress("GC demo") as phase:
         run = api.gc(repo.name, metastore=lake, master=_session(master, remote), progress=phase, curve=DEMO_CURVE)
-    print_run(run, as_json=False)
+    output.print_run(run, as_json=False)
     output.table(
         "DELETED ADDRESS",
         "SIZE",

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.gc import CONF, parse_conf
-from lakegc.cli.main import new_app
-from lakegc.cli.refs import JSON
+from lakegc.cli.group import new_app
+from lakegc.cli.options import CONF, JSON, parse_conf
 from lakegc.engine import warm
 from lakegc.settings import lakegc_home
 

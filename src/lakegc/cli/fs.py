@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.main import new_app, state
-from lakegc.cli.refs import JSON
+from lakegc.cli.group import new_app
+from lakegc.cli.options import JSON, state
 from lakegc.repo.objects import DEFAULT_TOKEN_TTL
 from lakegc.timeutil import epoch_seconds, parse_duration
 from lakegc.uri import parse_uri

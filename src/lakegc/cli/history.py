@@ -5,15 +5,18 @@ from __future__ import annotations
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.main import state
-from lakegc.cli.refs import JSON
+from lakegc.cli.group import Commands
+from lakegc.cli.options import JSON, same_repo, state
 from lakegc.timeutil import parse_date
 from lakegc.uri import parse_uri
+
+commands = Commands()  # at the root, as git has them
 
 DATE = typer.Option(None, "--date", help="Commit date: ISO 8601 or Unix seconds (backdating).")
 ALLOW_EMPTY = typer.Option(False, "--allow-empty", help="Commit even when nothing changes.")
 
 
+@commands.command("commit", epilog='Example: lakegc commit lakegc://lake/main -m "daily load" --json')
 def commit(
     ctx: typer.Context,
     uri: str,
@@ -32,6 +35,7 @@ def commit(
     output.emit_json(output.commit_doc(result)) if as_json else typer.echo(result.id)
 
 
+@commands.command("merge", epilog="Example: lakegc merge lakegc://lake/dev lakegc://lake/main -m 'release'")
 def merge(
     ctx: typer.Context,
     source: str,
@@ -44,8 +48,7 @@ def merge(
     """Merge SOURCE (any ref) into branch DEST: three-way, from the best common ancestor."""
     src = parse_uri(source, need_ref=True, allow_path=False)
     dst = parse_uri(dest, need_ref=True, allow_path=False)
-    if src.repo != dst.repo:
-        output.fail(f"both URIs must name the same repository ({src.repo!r} vs {dst.repo!r})")
+    same_repo(src.repo, dst.repo)
     result = (
         state(ctx)
         .repo(dst)
@@ -60,6 +63,7 @@ def merge(
     output.emit_json(output.commit_doc(result)) if as_json else typer.echo(result.id)
 
 
+@commands.command("log", epilog="Example: lakegc log lakegc://lake/main --amount 10")
 def log(
     ctx: typer.Context, uri: str, amount: int | None = typer.Option(None, "--amount", "-n", min=1), as_json: bool = JSON
 ) -> None:
@@ -78,12 +82,16 @@ def log(
         )
 
 
+@commands.command(
+    "diff",
+    epilog="Example: lakegc diff lakegc://lake/main lakegc://lake/dev  ·  lakegc diff lakegc://lake/dev (uncommitted)",
+)
 def diff(ctx: typer.Context, left: str, right: str | None = typer.Argument(None), as_json: bool = JSON) -> None:
     """Changes from LEFT to RIGHT; with only LEFT (a branch), its uncommitted changes."""
     a = parse_uri(left, need_ref=True, allow_path=False)
     b = parse_uri(right, need_ref=True, allow_path=False) if right else None
-    if b and a.repo != b.repo:
-        output.fail(f"both URIs must name the same repository ({a.repo!r} vs {b.repo!r})")
+    if b:
+        same_repo(a.repo, b.repo)
     changes = state(ctx).repo(a).diff(a.ref, b.ref if b else None)
     if as_json:
         output.emit_json([output.change_doc(c) for c in changes])
@@ -92,16 +100,3 @@ def diff(ctx: typer.Context, left: str, right: str | None = typer.Argument(None)
         output.table(
             "", "PATH", "SIZE", rows=[[marks[c.type], c.path, output.change_doc(c)["size_bytes"]] for c in changes]
         )
-
-
-EXAMPLES = {
-    "commit": 'lakegc commit lakegc://lake/main -m "daily load" --json',
-    "merge": "lakegc merge lakegc://lake/dev lakegc://lake/main -m 'release'",
-    "log": "lakegc log lakegc://lake/main --amount 10",
-    "diff": "lakegc diff lakegc://lake/main lakegc://lake/dev  ·  lakegc diff lakegc://lake/dev (uncommitted)",
-}
-
-
-def register(app: typer.Typer) -> None:
-    for fn in (commit, merge, log, diff):
-        app.command(fn.__name__, epilog=f"Example: {EXAMPLES[fn.__name__]}")(fn)

@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from lakegc.engine.report import summary_rows, top_tables, window_cell
 from lakegc.redact import mask_doc, shown
 from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
 from lakegc.repo.repository import Repository
 from lakegc.timeutil import epoch_seconds, shown_time
+
+if TYPE_CHECKING:
+    from lakegc.api import Candidate
+    from lakegc.engine.runs import Run
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
@@ -149,3 +154,75 @@ def change_doc(change: Change) -> dict[str, Any]:
         "path_type": "object",
         "size_bytes": entry.size if entry else None,
     }
+
+
+# -- runs: GC's and the connectors' --------------------------------------------------------------
+def print_run(found: Run, as_json: bool) -> None:
+    if as_json:
+        emit_json(found.to_json())
+        return
+    what = "GC run" if found.kind == "repository" else f"{found.kind} GC run"
+    table("", "", rows=summary_rows(found), title=f"{what} {found.run_id} · {found.target}")
+    for title, header, rows in top_tables(found):
+        table(*header, rows=rows, title=title)
+
+
+def print_runs(found: list[Run], as_json: bool) -> None:
+    if as_json:
+        emit_json([r.to_json() for r in found])
+        return
+    table(
+        "RUN",
+        "STATE",
+        "STARTED",
+        "CANDIDATES",
+        "DELETED",
+        "BYTES",
+        "RESTORE WINDOW",
+        "NOTE",
+        rows=[
+            [
+                r.run_id,
+                r.state,
+                when(r.started_at),
+                r.num_candidates,
+                r.num_deleted,
+                r.bytes_deleted,
+                window_cell(r),
+                r.error or ("dry run" if r.dry_run else r.mode),
+            ]
+            for r in found
+        ],
+    )
+
+
+def print_candidates(rows: Iterator[Candidate], as_json: bool, named: bool = False) -> None:
+    """Streamed: the driver never holds them all (a JSON list written element by element). `named`:
+    a repository run's, with the path, commit and branch that held each."""
+    if as_json:
+        sys.stdout.write("[")
+        for i, c in enumerate(rows):
+            doc = {"address": c.address, "size": c.size, "mtime": epoch_seconds(c.mtime), "reason": c.reason}
+            if named:
+                doc |= {"path": c.path, "commit": c.commit, "branch": c.branch}
+            sys.stdout.write(("," if i else "") + "\n  " + json.dumps(mask_doc(doc)))
+        sys.stdout.write("\n]\n")
+        return
+    if named:
+        table(
+            "ADDRESS", "SIZE", "MTIME", "REASON", "PATH", "COMMIT", "BRANCH",
+            rows=[[c.address, c.size, when(c.mtime), c.reason, c.path or "", (c.commit or "")[:12],
+                   c.branch or ""] for c in rows],
+        )  # fmt: skip
+        return
+    table("ADDRESS", "SIZE", "MTIME", "REASON", rows=[[c.address, c.size, when(c.mtime), c.reason] for c in rows])
+
+
+def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
+    """Print where the run's report.html is (written from the record if the run has none yet: it
+    predates reports, or is still under way or was killed before it ended)."""
+    from lakegc.engine.recorder import write_record
+
+    if not folder.storage.exists(folder.key("report.html")):
+        write_record(folder, found)
+    say(folder.storage.full_uri(folder.key("report.html")))

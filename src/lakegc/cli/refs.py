@@ -5,16 +5,14 @@ from __future__ import annotations
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.main import confirm, new_app, state
+from lakegc.cli.group import new_app
+from lakegc.cli.options import JSON, YES, confirm, same_repo, state
 from lakegc.timeutil import parse_date
 from lakegc.uri import parse_uri
 
 repo_app = new_app("Create, list and delete repositories.")
 branch_app = new_app("Create, list, delete, reset and revert branches.")
 tag_app = new_app("Create, list and delete tags.")
-
-JSON = typer.Option(False, "--json", help="Print one JSON document.")
-YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
 @repo_app.command("create", epilog="Example: lakegc repo create lakegc://lake s3://bucket/lake")
@@ -74,7 +72,7 @@ def branch_create(
 ) -> None:
     """Create a branch at the commit SOURCE names."""
     target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(source, need_ref=True, allow_path=False)
-    _same_repo(target.repo, src.repo)
+    same_repo(target.repo, src.repo)
     branch = state(ctx).repo(target).create_branch(target.ref, src.ref)
     if as_json:
         output.emit_json(output.branch_doc(branch))
@@ -126,7 +124,7 @@ def branch_revert(
     ref = commit
     if commit.startswith("lakegc://"):
         other = parse_uri(commit, need_ref=True, allow_path=False)
-        _same_repo(target.repo, other.repo)
+        same_repo(target.repo, other.repo)
         ref = other.ref
     result = (
         state(ctx)
@@ -143,7 +141,7 @@ def branch_revert(
 def tag_create(ctx: typer.Context, uri: str, ref: str, as_json: bool = JSON) -> None:
     """Create tag lakegc://REPO/TAG at lakegc://REPO/REF."""
     target, src = parse_uri(uri, need_ref=True, allow_path=False), parse_uri(ref, need_ref=True, allow_path=False)
-    _same_repo(target.repo, src.repo)
+    same_repo(target.repo, src.repo)
     tag = state(ctx).repo(target).create_tag(target.ref, src.ref)
     if as_json:
         output.emit_json(output.tag_doc(tag))
@@ -167,8 +165,3 @@ def tag_list(ctx: typer.Context, uri: str, as_json: bool = JSON) -> None:
         output.emit_json([output.tag_doc(t) for t in tags])
     else:
         output.table("TAG", "COMMIT", rows=[[t.name, t.commit_id] for t in tags])
-
-
-def _same_repo(a: str, b: str) -> None:
-    if a != b:
-        output.fail(f"both URIs must name the same repository ({a!r} vs {b!r})")

@@ -8,10 +8,12 @@ from datetime import timedelta
 import typer
 
 from lakegc.cli import output
-from lakegc.cli.main import new_app, state
+from lakegc.cli.group import Commands, new_app
+from lakegc.cli.options import state
 from lakegc.errors import InvalidArgument
 
 auth_app = new_app("Users of `lakegc serve` and their key pairs.")
+commands = Commands()  # `lakegc serve`
 
 
 @auth_app.command("create-user", epilog="Example: lakegc auth create-user alice --json")
@@ -33,6 +35,7 @@ def create_user(
     output.say("the secret is shown only here: keep it (lakegc stores only its hash)", err=True)
 
 
+@commands.command("serve", epilog="Example: lakegc serve --port 8000")
 def serve(
     ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="the address to listen on"),
