@@ -825,14 +825,14 @@ def test_a_delete_budget_holds_for_iceberg_runs_too(lake: Lake, spark) -> None:
     orphans = [lake.put(f"ns/t/data/orphan-{i}.parquet", 10) for i in range(5)]
     age_all(lake.warehouse / "ns/t")
     needed = referenced(t)
-    first = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_deletes=2, spark=spark)
-    assert (first.state, first.num_deleted, first.num_stopped) == ("swept", 2, first.num_candidates - 2)
-    assert first.num_candidates >= 5 and "--max-deletes" in first.error and "lakegc iceberg gc" in first.error
+    first = lake.gc("ns.t", older_than="30d", max_deletes="2").json()  # through the CLI, as people run it
+    assert (first["state"], first["num_deleted"], first["num_stopped"]) == ("swept", 2, first["num_candidates"] - 2)
+    assert first["num_candidates"] >= 5 and "--max-deletes" in first["error"] and "lakegc iceberg gc" in first["error"]
     assert sum(p.exists() for p in orphans) == 3 and on_disk(lake, needed) == needed
     none = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_deletes=0, spark=spark)
     assert (none.num_deleted, none.num_stopped) == (0, none.num_candidates) and sum(p.exists() for p in orphans) == 3
     rest = api.iceberg_gc("lake", ["ns.t"], older_than="30d", max_delete_rate=100, spark=spark)
-    assert (rest.num_deleted, rest.num_stopped, rest.error) == (first.num_stopped, 0, None)
+    assert (rest.num_deleted, rest.num_stopped, rest.error) == (first["num_stopped"], 0, None)
     assert not any(p.exists() for p in orphans) and on_disk(lake, referenced(t)) == referenced(t)
     before = lake.files()
     with pytest.raises(InvalidArgument, match="--max-deletes"):

@@ -30,6 +30,37 @@ RUNS = typer.Option(
 )
 
 
+# -- iceberg gc's own options (module level: the command reads as what it does) -----------------------
+ICEBERG_CATALOG = typer.Option(
+    ..., "--catalog", metavar="NAME", help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*)."
+)
+OLDER_THAN = typer.Option(
+    None,
+    "--older-than",
+    show_default=False,
+    help="Expire snapshots older than this (default: the table's history.expire.max-snapshot-age-ms, "
+    "else 5d; a branch's max-snapshot-age-ms replaces it).",
+)
+RETAIN_LAST = typer.Option(
+    None,
+    "--retain-last",
+    show_default=False,
+    help="Keep this many snapshots of each branch (default: the table's "
+    "history.expire.min-snapshots-to-keep, else 1; a branch's min-snapshots-to-keep replaces it).",
+)
+ORPHAN_MIN_AGE = typer.Option("3d", "--orphan-min-age", help="Files modified more recently are never deleted.")
+PREFIX_MISMATCH = typer.Option(
+    PrefixMismatch.ERROR,
+    "--prefix-mismatch",
+    case_sensitive=False,
+    help="A file referenced under another scheme or authority: error (stop), ignore (keep) or delete.",
+)
+# every connector run's budget: what it leaves, its next run judges again and deletes
+MAX_DELETES = typer.Option(
+    None, "--max-deletes", metavar="N", min=0, help="Stop after N files; the next run deletes the rest."
+)
+
+
 @catalog_app.command(
     "gc",
     epilog="Example: lakegc catalog gc --catalog postgresql+psycopg://iox@db/catalog --store s3://bucket/iox --dry-run",
@@ -47,6 +78,8 @@ def catalog_gc(
         "14d", "--parquetfile-cutoff", help="Rows soft-deleted more recently are kept (at least 3h)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, change no row."),
+    max_deletes: int | None = MAX_DELETES,
+    max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
     remote: str | None = REMOTE,
@@ -61,6 +94,8 @@ def catalog_gc(
             objectstore_cutoff=parse_duration(objectstore_cutoff),
             parquetfile_cutoff=parse_duration(parquetfile_cutoff),
             dry_run=dry_run,
+            max_deletes=max_deletes,
+            max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
             **on_spark(master, remote, conf),
@@ -73,36 +108,14 @@ def catalog_gc(
 def iceberg_gc(
     ctx: typer.Context,
     tables: list[str] = typer.Argument(..., metavar="TABLE...", help="Tables to collect, as namespace.table."),
-    catalog: str = typer.Option(
-        ...,
-        "--catalog",
-        metavar="NAME",
-        help="A pyiceberg catalog name (~/.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*).",
-    ),
-    older_than: str | None = typer.Option(
-        None,
-        "--older-than",
-        show_default=False,
-        help="Expire snapshots older than this (default: the table's history.expire.max-snapshot-age-ms, "
-        "else 5d; a branch's max-snapshot-age-ms replaces it).",
-    ),
-    retain_last: int | None = typer.Option(
-        None,
-        "--retain-last",
-        show_default=False,
-        help="Keep this many snapshots of each branch (default: the table's "
-        "history.expire.min-snapshots-to-keep, else 1; a branch's min-snapshots-to-keep replaces it).",
-    ),
-    orphan_min_age: str = typer.Option(
-        "3d", "--orphan-min-age", help="Files modified more recently are never deleted."
-    ),
-    prefix_mismatch: PrefixMismatch = typer.Option(
-        PrefixMismatch.ERROR,
-        "--prefix-mismatch",
-        case_sensitive=False,
-        help="A file referenced under another scheme or authority: error (stop), ignore (keep) or delete.",
-    ),
+    catalog: str = ICEBERG_CATALOG,
+    older_than: str | None = OLDER_THAN,
+    retain_last: int | None = RETAIN_LAST,
+    orphan_min_age: str = ORPHAN_MIN_AGE,
+    prefix_mismatch: PrefixMismatch = PREFIX_MISMATCH,
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; expire nothing, delete nothing."),
+    max_deletes: int | None = MAX_DELETES,
+    max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
     remote: str | None = REMOTE,
@@ -120,6 +133,8 @@ def iceberg_gc(
             orphan_min_age=orphan_age,
             prefix_mismatch=str(prefix_mismatch),
             dry_run=dry_run,
+            max_deletes=max_deletes,
+            max_delete_rate=max_delete_rate,
             runs_location=runs,
             metastore=state(ctx).metastore_url,
             **on_spark(master, remote, conf),
@@ -175,9 +190,7 @@ def delta_gc(
         False, "--force", help="Allow a retention shorter than the table's delta.deletedFileRetentionDuration."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing."),
-    max_deletes: int | None = typer.Option(
-        None, "--max-deletes", metavar="N", min=0, help="Stop after N files; the next run deletes the rest."
-    ),
+    max_deletes: int | None = MAX_DELETES,
     max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
     master: str | None = MASTER,
