@@ -62,29 +62,30 @@ def window_cell(run: Run) -> str:
     return f"{_own(run).num_moved} moved, {_own(run).num_restored} restored, {_own(run).num_purged} purged"
 
 
+def _what_ran(run: Run) -> list[list[object]]:
+    """The rows that say what ran: a repository run's mode, policy and commits; a connector's
+    target and options."""
+    times = ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"]
+    if run.kind != "repository":
+        mode = "dry run: nothing deleted, nothing changed" if run.dry_run else "collect"
+        return [["target", run.target], ["mode", mode], times, *[[k, v] for k, v in run.settings.items()]]
+    own = _own(run)
+    mode = "dry run, " if run.dry_run else ("mark only, " if run.mark_only else "")
+    min_age = f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})"
+    return [
+        ["mode", f"{mode}{run.mode}" + (f": {own.mode_reason}" if own.mode_reason else "")],
+        times,
+        ["policy", own.policy],
+        ["min-age", min_age],
+        ["commits", f"{own.active_commits} active, {own.expired_commits} expired"],
+        ["slices", f"{own.num_slices_listed} listed, {own.num_slices_skipped} skipped (settled)"],
+    ]
+
+
 def summary_rows(run: Run) -> list[list[object]]:
     """The run as people read it: what ran, what it looked at, what it found, what it deleted."""
     rows: list[list[object]] = [["state", run.state + (f" ({run.error})" if run.error else "")]]
-    if run.kind == "repository":
-        mode = "dry run, " if run.dry_run else ("mark only, " if run.mark_only else "")
-        rows += [
-            ["mode", f"{mode}{run.mode}" + (f": {_own(run).mode_reason}" if _own(run).mode_reason else "")],
-            ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
-            ["policy", _own(run).policy],
-            [
-                "min-age",
-                f"{duration_text(run.min_age_seconds)} (objects modified before {shown_time(run.cutoff_time)})",
-            ],
-            ["commits", f"{_own(run).active_commits} active, {_own(run).expired_commits} expired"],
-            ["slices", f"{_own(run).num_slices_listed} listed, {_own(run).num_slices_skipped} skipped (settled)"],
-        ]
-    else:
-        rows += [
-            ["target", run.target],
-            ["mode", "dry run: nothing deleted, nothing changed" if run.dry_run else "collect"],
-            ["started / finished", f"{shown_time(run.started_at)} / {shown_time(run.finished_at)}"],
-            *[[name, value] for name, value in run.settings.items()],
-        ]
+    rows += _what_ran(run)
     rows.append(["objects listed", listed_text(run)])
     if run.mode == "incremental":
         rows.append(

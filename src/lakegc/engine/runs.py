@@ -184,6 +184,15 @@ class Run:
             raise TypeError(f"run {self.run_id} is a {self.kind} run, not a repository run")
         return self.details
 
+    def __getattr__(self, name: str) -> Any:
+        """A repository run's own fields read as they always could be (`run.num_moved`), for the
+        Python API's users; they live in `details` (a connector run has none of them: their empty
+        values). Only reading: setting one is an error (slots), so the record has one place each."""
+        if name in _DETAIL_FIELDS or name in ("num_in_window", "bytes_in_window"):
+            own = object.__getattribute__(self, "details")
+            return getattr(own if isinstance(own, RepositoryDetails) else _NO_DETAILS, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def figures(self) -> dict[str, Any]:
         """A connector run's details as people read them (none for a repository run)."""
@@ -256,6 +265,7 @@ def _moved_counts(values: dict[str, Any]) -> dict[str, Any]:
 
 _FIELDS = {f.name for f in fields(Run)} - {"details"}
 _DETAIL_FIELDS = {f.name for f in fields(RepositoryDetails)}
+_NO_DETAILS = RepositoryDetails()
 _REPOSITORY_ONLY = {"mark_only", "failed"}  # not in a connector run's JSON (as before runs had one record)
 
 

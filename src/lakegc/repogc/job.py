@@ -11,7 +11,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
@@ -34,15 +34,16 @@ from lakegc.repo.repository import Lake
 from lakegc.repogc.incremental import Plan, plan
 from lakegc.repogc.inventory_format import load_inventory
 from lakegc.repogc.lease import Lease
-from lakegc.repogc.mark import mark
+from lakegc.repogc.mark import MarkResult, mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.repogc.quarantine import Purged, Restored, check_restorable, due_for_purge, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
 from lakegc.repogc.simulate import parse_retentions, retention_curve
-from lakegc.repogc.sweep import failures, sweep
+from lakegc.repogc.sweep import SweepResult, failures, sweep
 from lakegc.repogc.trust import RecordUnusable
 from lakegc.retention.rules import Policies
 from lakegc.retention.rules import resolve_policies as rules_policies
+from lakegc.storage import Storage
 from lakegc.storage.namespace import MARKER
 from lakegc.timeutil import utcnow
 
@@ -93,10 +94,49 @@ def check_namespace(source: GcSource) -> None:
         raise NamespaceError(f"namespace {source.namespace} belongs to repository {owner!r}, not {source.name!r}")
 
 
+@dataclass(frozen=True)
+class RepositoryPlan:
+    """What a repository run decides with, kept with the run (gc_runs.parameters): its sweep, at
+    once or deferred (`gc sweep`), reads this, never a loose dict."""
+
+    now: datetime
+    cutoffs: tuple[str, ...]
+    default_cutoff: str | None
+    min_age: timedelta
+    window: timedelta | None  # the restore window (None: collected objects are deleted at once)
+    inventory: dict[str, str] | None = None  # the S3 Inventory the listing came from: {manifest, created}
+
+    def policies(self, source: GcSource) -> Policies:
+        return resolve_policies(source, self.cutoffs, self.default_cutoff, self.now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cutoffs": list(self.cutoffs),
+            "default_cutoff": self.default_cutoff,
+            "min_age_seconds": self.min_age.total_seconds(),
+            "now": self.now.isoformat(),
+            "inventory": self.inventory,
+            "quarantine_seconds": self.window.total_seconds() if self.window else None,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RepositoryPlan:
+        window = doc.get("quarantine_seconds")
+        return cls(
+            datetime.fromisoformat(doc["now"]),
+            tuple(doc["cutoffs"]),
+            doc["default_cutoff"],
+            timedelta(seconds=doc.get("min_age_seconds") or 0),
+            timedelta(seconds=window) if window else None,
+            doc.get("inventory"),
+        )
+
+
 def run_gc(
     lake: Lake, name: str, options: GcOptions, phase: Phase = no_progress, spark: SparkSession | None = None
 ) -> Run:
-    """Mark, then (unless dry-run or mark-only) sweep. Returns the run's record."""
+    """Mark, then (unless dry-run or mark-only) sweep. Returns the run's record. Everything that can
+    be wrong with the input fails before the lease is taken, so before anything is listed."""
     source = lake.repository(name).gc_source()
     if options.min_age < timedelta(0):
         raise InvalidArgument("--min-age must not be negative")
@@ -107,70 +147,85 @@ def run_gc(
     check_namespace(source)
     starting = None if spark is not None else _start_spark(options)  # the JVM starts during the rest of the preflight
     inventory = load_inventory(options.inventory, source.namespace, now, options.min_age) if options.inventory else None
+    listed = {"manifest": inventory.manifest, "created": inventory.created.isoformat()} if inventory else None
+    planned = RepositoryPlan(now, options.cutoffs, options.default_cutoff, options.min_age, None, listed)
+    planned = replace(planned, window=quarantine_window(source, options.quarantine))
     log = MetastoreRunLog(lake.metastore, name)
     run_id = new_run_id(now)
     recorder = Recorder(log, run_folder(source.storage, run_id))
-    window = quarantine_window(source, options.quarantine)
     with Lease(lake.metastore, name, run_id) as lease:
         _took_over(log, source, lease)
         due = [] if options.dry_run else due_for_purge(log.list(), now)
         if due:
             spark = spark or starting.result()  # type: ignore[union-attr]
-            try:
-                purge_expired(spark, source, log, due, phase)
-            except Exception as exc:  # noqa: BLE001 - a purge that fails is tried again by the next run: it never stops this one
-                phase("purging quarantine failed; the next run tries again", cause(exc))
+            _purge_before(spark, source, log, due, phase)
         chosen = plan_run(log, source, options, policies)
         spark = spark or starting.result()  # type: ignore[union-attr]
-        listed = f"; listed from the inventory taken {inventory.created.isoformat()}" if inventory else ""
-        run = Run(
-            run_id,
-            REPOSITORY,
-            name,
-            RunState.MARKING,
-            options.dry_run,
-            now.isoformat(),
-            (now - options.min_age).isoformat(),
-            options.min_age.total_seconds(),
-            mode=chosen.mode,
-            mark_only=options.mark_only,
-            details=RepositoryDetails(
-                policy=policies.described,
-                mode_reason=chosen.reason + listed,
-                base_run_id=chosen.base.run_id if chosen.base else None,
-            ),
-        )
-        recorder.start(
-            run,
-            {
-                "cutoffs": list(options.cutoffs),
-                "default_cutoff": options.default_cutoff,
-                "min_age_seconds": options.min_age.total_seconds(),
-                "now": now.isoformat(),
-                "inventory": inventory and {"manifest": inventory.manifest, "created": inventory.created.isoformat()},
-                "quarantine_seconds": window.total_seconds() if window else None,
-            },
-        )
+        run = _opened(run_id, name, options, planned, chosen, policies)
+        recorder.start(run, planned.to_json())
         timed = PhaseTimer(run, phase, jobs_started(spark))
         with recorder.recording(run):
             result = mark(spark, source, run_id, chosen, policies, now, options.min_age, timed, inventory=inventory)
             if curve:
                 in_curve = lambda name, detail="": timed(f"retention curve: {name}", detail)  # noqa: E731
-                run.repo.retention_curve = retention_curve(
-                    spark, source, curve, now, options.min_age, in_curve
-                ).to_json()["points"]
+                points = retention_curve(spark, source, curve, now, options.min_age, in_curve).to_json()["points"]
+                run.repo.retention_curve = points
             timed.stop()
-            run.num_listed, run.num_young = result.num_listed, result.num_young
-            run.record_counts(result.candidates)
-            run.repo.active_commits, run.repo.expired_commits = len(result.active), result.expired
-            run.repo.num_slices_listed, run.repo.num_slices_skipped = result.slices_listed, result.slices_skipped
-            run.repo.num_rechecked, run.repo.refs_sha256 = result.num_rechecked, result.refs_sha256
-            run.object_ages, run.repo.candidate_ages = result.object_ages, result.candidate_ages
-            run.repo.top = result.top
+            record_mark(run, result)
             recorder.transition(run, RunState.MARKED)
         if options.dry_run or options.mark_only:
             return run
         return _sweep(log, recorder, source, run, phase, spark, lease, options.budget)
+
+
+def _purge_before(spark: SparkSession, source: GcSource, log: MetastoreRunLog, due: list[Run], phase: Phase) -> None:
+    """Purge the quarantines whose window has passed before a run marks: a purge that fails is
+    tried again by the next run, it never stops this one."""
+    try:
+        purge_expired(spark, source, log, due, phase)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        phase("purging quarantine failed; the next run tries again", cause(exc))
+
+
+def _opened(
+    run_id: str, name: str, options: GcOptions, planned: RepositoryPlan, chosen: Plan, policies: Policies
+) -> Run:
+    """The run's record as it starts marking."""
+    listed = f"; listed from the inventory taken {planned.inventory['created']}" if planned.inventory else ""
+    return Run(
+        run_id,
+        REPOSITORY,
+        name,
+        RunState.MARKING,
+        options.dry_run,
+        planned.now.isoformat(),
+        (planned.now - options.min_age).isoformat(),
+        options.min_age.total_seconds(),
+        mode=chosen.mode,
+        mark_only=options.mark_only,
+        details=RepositoryDetails(
+            policy=policies.described,
+            mode_reason=chosen.reason + listed,
+            base_run_id=chosen.base.run_id if chosen.base else None,
+        ),
+    )
+
+
+def record_mark(run: Run, result: MarkResult) -> None:
+    """A repository mark's result in the run's record, in one step."""
+    run.record_counts(result.candidates)
+    run.num_listed, run.num_young, run.object_ages = result.num_listed, result.num_young, result.object_ages
+    run.details = replace(
+        run.repo,
+        active_commits=len(result.active),
+        expired_commits=result.expired,
+        num_slices_listed=result.slices_listed,
+        num_slices_skipped=result.slices_skipped,
+        num_rechecked=result.num_rechecked,
+        refs_sha256=result.refs_sha256,
+        candidate_ages=result.candidate_ages,
+        top=result.top,
+    )
 
 
 def quarantine_window(source: GcSource, given: timedelta | None) -> timedelta | None:
@@ -323,13 +378,10 @@ def _sweep(
     lease: Lease,
     budget: Budget = Budget(),
 ) -> Run:
-    _, params = log.get(run.run_id)
-    marked_now = datetime.fromisoformat(params["now"])
-    policies = resolve_policies(source, tuple(params["cutoffs"]), params["default_cutoff"], marked_now)
-    window = params.get("quarantine_seconds")
+    """Sweep a marked run, or go on with one left sweeping, by the plan it was marked with."""
+    planned = RepositoryPlan.from_json(log.get(run.run_id)[1])
     continued = run.state is RunState.SWEEPING
-    if window:  # opened before the first move: a sweep that stops or fails has moved objects under a window
-        run.repo.quarantine_until, run.repo.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
+    _open_window(run, planned)  # before the first move: a sweep that stops or fails has moved objects under it
     if continued:
         run.error = None
         recorder.update(run)
@@ -338,46 +390,11 @@ def _sweep(
     timed = PhaseTimer(run, phase, jobs_started(spark))
     lease.elsewhere = classic_context(spark) is None  # a Connect server's jobs outlive this process
     with recorder.recording(run):
-        what = "re-checking and quarantining" if window else "re-checking and deleting"
+        what = "re-checking and quarantining" if planned.window else "re-checking and deleting"
         timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))
-        changed = policies.described != run.repo.policy and (
-            bool(policies.path_rules) or "path_rules" in run.repo.policy
-        )
-        marked_active = _marked_active(source, run, len(policies.path_rules), changed)
-        fenced_active = source.raise_fence(run.run_id, marked_active[0], params, marked_active[1:])
-        try:
-            swept = sweep(
-                spark,
-                source,
-                run.run_id,
-                policies,
-                marked_active,
-                marked_now,
-                fenced_active,
-                before_delete=lease.deadline,
-                refs_sha256=None if changed else run.repo.refs_sha256,  # counted under other path rules: not reused
-                budget=budget,
-                quarantine=quarantine_folder(run.run_id) if window else None,
-            )
-        except BaseException:
-            lease.wait_out_rounds()  # a round on a Connect server may still delete: the fence stays up till it cannot
-            raise
-        finally:
-            source.lower_fence(run.run_id)
+        swept = _fenced_sweep(spark, source, run, planned, lease, budget)
         timed.stop()
-        if window:  # moved into the window, not deleted: restorable until purged
-            run.repo.num_moved, run.repo.bytes_moved = swept.deletes.deleted, swept.deletes.bytes
-        else:
-            run.num_deleted, run.bytes_deleted = swept.deletes.deleted, swept.deletes.bytes
-        run.num_failed, run.num_stopped = swept.deletes.failed, swept.stopped
-        run.failed = [
-            {"address": a, "error": e}
-            for a, e in failures(source.storage, run.run_id, SHOWN_FAILURES if run.num_failed else 0)
-        ]
-        run.repo.num_revived = (run.repo.num_revived if continued else 0) + swept.revived
-        run.num_slowdowns += swept.deletes.slowdowns
-        if window:  # open (again): what this sweep moved waits its whole window
-            run.repo.quarantine_until, run.repo.purged_at = (utcnow() + timedelta(seconds=window)).isoformat(), None
+        record_sweep(run, swept, planned, continued, source.storage)
         again = f"`lakegc gc sweep lakegc://{source.name} {run.run_id}`"
         if run.num_failed:
             raise SweepIncomplete(
@@ -390,6 +407,57 @@ def _sweep(
             return run
         recorder.transition(run, RunState.SWEPT)
     return run
+
+
+def _fenced_sweep(
+    spark: SparkSession, source: GcSource, run: Run, planned: RepositoryPlan, lease: Lease, budget: Budget
+) -> SweepResult:
+    """The sweep itself (`sweep.sweep`), with the writers' fence up from before the first delete
+    until no delete round can still run."""
+    policies = planned.policies(source)
+    changed = policies.described != run.repo.policy and (bool(policies.path_rules) or "path_rules" in run.repo.policy)
+    marked_active = _marked_active(source, run, len(policies.path_rules), changed)
+    fenced_active = source.raise_fence(run.run_id, marked_active[0], planned.to_json(), marked_active[1:])
+    try:
+        return sweep(
+            spark,
+            source,
+            run.run_id,
+            policies,
+            marked_active,
+            planned.now,
+            fenced_active,
+            before_delete=lease.deadline,
+            refs_sha256=None if changed else run.repo.refs_sha256,  # counted under other path rules: not reused
+            budget=budget,
+            quarantine=quarantine_folder(run.run_id) if planned.window else None,
+        )
+    except BaseException:
+        lease.wait_out_rounds()  # a round on a Connect server may still delete: the fence stays up till it cannot
+        raise
+    finally:
+        source.lower_fence(run.run_id)
+
+
+def _open_window(run: Run, planned: RepositoryPlan) -> None:
+    """Open the run's restore window (again): what its sweep moves waits the whole window."""
+    if planned.window:
+        run.details = replace(run.repo, quarantine_until=(utcnow() + planned.window).isoformat(), purged_at=None)
+
+
+def record_sweep(run: Run, swept: SweepResult, planned: RepositoryPlan, continued: bool, storage: Storage) -> None:
+    """A repository sweep's result in the run's record, in one step: moved into the window (not
+    deleted: restorable until purged) or deleted, and the first objects it could not delete."""
+    deletes = swept.deletes
+    if planned.window:
+        run.details = replace(run.repo, num_moved=deletes.deleted, bytes_moved=deletes.bytes)
+        run.record_sweep(replace(deletes, deleted=0, bytes=0), swept.stopped)
+    else:
+        run.record_sweep(deletes, swept.stopped)
+    shown = SHOWN_FAILURES if run.num_failed else 0
+    run.failed = [{"address": a, "error": e} for a, e in failures(storage, run.run_id, shown)]
+    run.details = replace(run.repo, num_revived=(run.repo.num_revived if continued else 0) + swept.revived)
+    _open_window(run, planned)
 
 
 def _marked_active(source: GcSource, run: Run, rules: int, changed: bool) -> list[set[str]]:
