@@ -75,7 +75,7 @@ def test_own_markers_are_metadata_folders_only() -> None:
     such as `shared/t_meta/` must not make `shared/` the run's: a foreign table there stays foreign)."""
     from types import SimpleNamespace
 
-    from lakegc.connectors.iceberg.gc import Root, own_markers
+    from lakegc.connectors.iceberg.orphans import Root, own_markers
     from lakegc.connectors.iceberg.paths import parse_location
 
     root = Root("file:///w", parse_location("file:///w"), None, parse_location("file:///w"))  # type: ignore[arg-type]

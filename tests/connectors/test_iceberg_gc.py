@@ -619,7 +619,8 @@ def test_partition_folders_named_like_hidden_paths_are_collected(lake: Lake):
 def test_a_tag_created_while_the_expiry_commits_keeps_its_snapshot(lake: Lake):
     """Removing a snapshot drops the refs on it: a tag created between the plan and the commit
     must fail the commit, and the new plan keeps the tagged snapshot."""
-    from lakegc.connectors.iceberg.gc import IcebergGcOptions, commit_expiry
+    from lakegc.connectors.iceberg.commit import commit_expiry
+    from lakegc.connectors.iceberg.gc import IcebergGcOptions
 
     t, s = history(lake)
     planned_on = lake.catalog.load_table("ns.t")
