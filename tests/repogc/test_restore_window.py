@@ -537,3 +537,37 @@ def test_records_written_before_moves_were_counted_apart_read_as_moves(
     assert (run.repo.num_moved, run.repo.num_restored, run.repo.num_purged, run.repo.num_in_window) == expected
     assert (run.num_deleted, run.bytes_deleted, run.repo.bytes_moved) == (0, 0, 1000)
     assert run.repo.bytes_in_window == (1000 if expected[3] else 0)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.pop("now"),
+        lambda p: p.update(now="yesterday"),
+        lambda p: p.update(cutoffs="main=1"),
+        lambda p: p.update(quarantine_seconds="three days"),
+    ],
+    ids=["no mark time", "a bad mark time", "cutoffs not a list", "a bad window"],
+)
+def test_a_deferred_sweep_whose_recorded_plan_was_tampered_with_deletes_nothing(
+    cli: Cli, lake, env: Env, damage
+) -> None:
+    """The sweep decides from the plan its mark kept (gc_runs.parameters): a row someone edited or
+    a damaged one is one error line, the run stays marked, nothing is moved or deleted."""
+    import sqlalchemy as sa
+
+    ns = lake["ns"]
+    marked = run(cli, "--mark-only").json()
+    assert marked["state"] == "marked" and marked["num_candidates"] == len(lake["old"])
+    engine = sa.create_engine(env.metastore)
+    with engine.begin() as conn:
+        params = json.loads(conn.execute(sa.text("SELECT parameters FROM gc_runs")).scalar_one())
+        damage(params)
+        conn.execute(sa.text("UPDATE gc_runs SET parameters = :p"), {"p": json.dumps(params)})
+    engine.dispose()
+    before = snapshot(ns)
+    one_error(cli("gc", "sweep", REPO, marked["run_id"], ok=False), "recorded plan cannot be read", "nothing was swept")
+    assert {k: v for k, v in snapshot(ns).items() if k.startswith("data/")} == {
+        k: v for k, v in before.items() if k.startswith("data/")
+    }
+    assert quarantined(ns, marked["run_id"]) == set()

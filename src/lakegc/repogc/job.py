@@ -120,16 +120,28 @@ class RepositoryPlan:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> RepositoryPlan:
-        window = doc.get("quarantine_seconds")
-        return cls(
-            datetime.fromisoformat(doc["now"]),
-            tuple(doc["cutoffs"]),
-            doc["default_cutoff"],
-            timedelta(seconds=doc.get("min_age_seconds") or 0),
-            timedelta(seconds=window) if window else None,
-            doc.get("inventory"),
-        )
+    def from_json(cls, doc: dict[str, Any], run_id: str) -> RepositoryPlan:
+        """The plan as the run kept it; a plan that cannot be read (a tampered or damaged row) is
+        one error and nothing is swept: a sweep never guesses what its mark decided with."""
+        try:
+            window = doc.get("quarantine_seconds")
+            cutoffs, default_cutoff = doc["cutoffs"], doc["default_cutoff"]
+            if not (isinstance(cutoffs, list) and all(isinstance(c, str) for c in cutoffs)):
+                raise TypeError("cutoffs are not a list of strings")
+            if default_cutoff is not None and not isinstance(default_cutoff, str):
+                raise TypeError("the default cutoff is not a string")
+            return cls(
+                datetime.fromisoformat(doc["now"]),
+                tuple(cutoffs),
+                default_cutoff,
+                timedelta(seconds=float(doc.get("min_age_seconds") or 0)),
+                timedelta(seconds=float(window)) if window else None,
+                doc.get("inventory"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise LakegcError(
+                f"run {run_id}'s recorded plan cannot be read ({exc}); nothing was swept: run `gc run` again"
+            ) from None
 
 
 def run_gc(
@@ -379,7 +391,7 @@ def _sweep(
     budget: Budget = Budget(),
 ) -> Run:
     """Sweep a marked run, or go on with one left sweeping, by the plan it was marked with."""
-    planned = RepositoryPlan.from_json(log.get(run.run_id)[1])
+    planned = RepositoryPlan.from_json(log.get(run.run_id)[1], run.run_id)
     continued = run.state is RunState.SWEEPING
     _open_window(run, planned)  # before the first move: a sweep that stops or fails has moved objects under it
     if continued:
