@@ -78,8 +78,8 @@ def print_explanation(found: api.Explanation) -> None:
     output.say(f"{verdict}  {found.address}")
     if found.reasons:
         output.table("REASON", "COMMIT", "REF", "PATH", "UNTIL / SINCE", "DETAIL", rows=explanation_rows(found))
-    if found.repo.policy:
-        output.say(f"policy: {found.repo.policy}")
+    if found.policy:
+        output.say(f"policy: {found.policy}")
 
 
 def explanation_rows(found: api.Explanation) -> list[list[str]]:
