@@ -34,7 +34,7 @@ from lakegc.repo.gc_source import COPY_RECORD_WINDOW
 from lakegc.repo.model import AddressKind
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repogc import lease as lease_mod
-from lakegc.repogc.job import GcOptions, resolve_policies, run_gc, sweep_run
+from lakegc.repogc.job import GcOptions, run_gc, sweep_run
 from lakegc.repogc.lease import (
     HEARTBEAT,
     INTERRUPTED,
@@ -46,6 +46,7 @@ from lakegc.repogc.lease import (
     stale,
 )
 from lakegc.repogc.outputs import output_keys, run_prefix
+from lakegc.repogc.runplan import resolve_policies
 from lakegc.retention.active import CommitNode, active_commits
 from lakegc.timeutil import utcnow
 

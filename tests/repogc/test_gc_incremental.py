@@ -46,9 +46,10 @@ from lakegc.errors import LakegcError
 from lakegc.repo.repository import Lake, Repository
 from lakegc.repo.slices import SLICE_MAX_AGE, SliceWindow
 from lakegc.repogc.incremental import SETTLE_MARGIN, Plan, newly_settled, plan, previous_run, settled
-from lakegc.repogc.job import GcOptions, plan_run, resolve_policies, run_gc, sweep_run
+from lakegc.repogc.job import GcOptions, plan_run, run_gc, sweep_run
 from lakegc.repogc.outputs import BASE_OUTPUTS, SETTLED
 from lakegc.repogc.refset import RefManifest, StateUnusable, TreeChange, part_of
+from lakegc.repogc.runplan import resolve_policies
 from lakegc.retention.rules import GcRules
 
 HOUR = timedelta(hours=1)

@@ -110,8 +110,9 @@ def explain(
     the namespace) would be kept or collected by a `gc` run started now with the same options:
     its verdict and every reason, with evidence. Reads only; deletes and records nothing."""
     from lakegc.repogc.explain import explain_key
-    from lakegc.repogc.job import check_namespace, resolve_policies
+    from lakegc.repogc.job import check_namespace
     from lakegc.repogc.outputs import run_folder
+    from lakegc.repogc.runplan import resolve_policies
 
     if (address is None) == (path is None):
         raise InvalidArgument("explain an object by its path on a ref, or by its address: one of the two")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from lakegc.engine.delete import Budget, check_budget, quarantine_folder
 from lakegc.engine.guard import check_root
@@ -38,11 +38,11 @@ from lakegc.repogc.mark import MarkResult, mark
 from lakegc.repogc.outputs import ACTIVE_BY_PATH_RULE, ACTIVE_COMMITS, BASE_OUTPUTS, SETTLED, run_folder, run_prefix
 from lakegc.repogc.quarantine import Purged, Restored, check_restorable, due_for_purge, purge_expired, restore
 from lakegc.repogc.refset import StateUnusable, TreeChange, load_manifest
+from lakegc.repogc.runplan import RepositoryPlan, resolve_policies
 from lakegc.repogc.simulate import parse_retentions, retention_curve
 from lakegc.repogc.sweep import SweepResult, failures, sweep
 from lakegc.repogc.trust import RecordUnusable
 from lakegc.retention.rules import Policies
-from lakegc.retention.rules import resolve_policies as rules_policies
 from lakegc.storage import Storage
 from lakegc.storage.namespace import MARKER
 from lakegc.timeutil import utcnow
@@ -72,13 +72,6 @@ class GcOptions:
     budget: Budget = field(default_factory=Budget)  # --max-deletes, --max-delete-rate
 
 
-def resolve_policies(source: GcSource, cutoffs: tuple[str, ...], default_cutoff: str | None, now: datetime) -> Policies:
-    """The run's policies (see `rules.resolve_policies`) with the repository's stored rules."""
-    return rules_policies(
-        source.rules() if not (cutoffs or default_cutoff is not None) else None, cutoffs, default_cutoff, now
-    )
-
-
 def check_namespace(source: GcSource) -> None:
     """GC only a namespace that answers, says it belongs to this repository, and passes the
     deletion guard: not the filesystem root or a home folder, holding no metastore database and,
@@ -92,56 +85,6 @@ def check_namespace(source: GcSource) -> None:
         raise NamespaceError(f"namespace {source.namespace} is unreachable or not a lakegc namespace: {exc}") from None
     if owner != source.name:
         raise NamespaceError(f"namespace {source.namespace} belongs to repository {owner!r}, not {source.name!r}")
-
-
-@dataclass(frozen=True)
-class RepositoryPlan:
-    """What a repository run decides with, kept with the run (gc_runs.parameters): its sweep, at
-    once or deferred (`gc sweep`), reads this, never a loose dict."""
-
-    now: datetime
-    cutoffs: tuple[str, ...]
-    default_cutoff: str | None
-    min_age: timedelta
-    window: timedelta | None  # the restore window (None: collected objects are deleted at once)
-    inventory: dict[str, str] | None = None  # the S3 Inventory the listing came from: {manifest, created}
-
-    def policies(self, source: GcSource) -> Policies:
-        return resolve_policies(source, self.cutoffs, self.default_cutoff, self.now)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cutoffs": list(self.cutoffs),
-            "default_cutoff": self.default_cutoff,
-            "min_age_seconds": self.min_age.total_seconds(),
-            "now": self.now.isoformat(),
-            "inventory": self.inventory,
-            "quarantine_seconds": self.window.total_seconds() if self.window else None,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any], run_id: str) -> RepositoryPlan:
-        """The plan as the run kept it; a plan that cannot be read (a tampered or damaged row) is
-        one error and nothing is swept: a sweep never guesses what its mark decided with."""
-        try:
-            window = doc.get("quarantine_seconds")
-            cutoffs, default_cutoff = doc["cutoffs"], doc["default_cutoff"]
-            if not (isinstance(cutoffs, list) and all(isinstance(c, str) for c in cutoffs)):
-                raise TypeError("cutoffs are not a list of strings")
-            if default_cutoff is not None and not isinstance(default_cutoff, str):
-                raise TypeError("the default cutoff is not a string")
-            return cls(
-                datetime.fromisoformat(doc["now"]),
-                tuple(cutoffs),
-                default_cutoff,
-                timedelta(seconds=float(doc.get("min_age_seconds") or 0)),
-                timedelta(seconds=float(window)) if window else None,
-                doc.get("inventory"),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise LakegcError(
-                f"run {run_id}'s recorded plan cannot be read ({exc}); nothing was swept: run `gc run` again"
-            ) from None
 
 
 def run_gc(
