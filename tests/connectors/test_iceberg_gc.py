@@ -839,3 +839,19 @@ def test_a_delete_budget_holds_for_iceberg_runs_too(lake: Lake, spark) -> None:
     with pytest.raises(InvalidArgument, match="--max-deletes"):
         api.iceberg_gc("lake", ["ns.t"], max_deletes=-1, spark=spark)
     assert lake.files() == before
+
+
+def test_a_delete_budget_is_one_budget_across_table_locations(lake: Lake, spark) -> None:
+    """Two tables, two locations, each deleted through its own storage: --max-deletes 3 lets three
+    files go in all (chosen once, before the locations split them), never three per location."""
+    from lakegc import api
+
+    t, u = lake.table("ns.t"), lake.table("ns.u")
+    lake.at(20, lambda: t.append(rows(1)) or t)
+    lake.at(20, lambda: u.append(rows(2)) or u)
+    orphans = [lake.put(f"ns/{name}/data/orphan-{i}.parquet", 10) for name in "tu" for i in range(4)]
+    age_all(lake.warehouse)
+    run = api.iceberg_gc("lake", ["ns.t", "ns.u"], older_than="30d", max_deletes=3, spark=spark)
+    assert (run.num_deleted, run.num_stopped, run.num_candidates) == (3, 5, 8)
+    assert sum(p.exists() for p in orphans) == 5
+    assert on_disk(lake, referenced(t) | referenced(u)) == referenced(t) | referenced(u)

@@ -784,12 +784,12 @@ def _slice_rows(lake, name: str) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_a_slice_remembers_the_latest_time_an_object_may_land_in_it(env, tmp_path: Path, monkeypatch) -> None:
-    import lakegc.repo.repository as repository
+    import lakegc.repo.objects as objects
     from lakegc.repo.repository import Lake
     from lakegc.repo.slices import DATA_PREFIX, SLICE_MAX_AGE
 
     clock = [datetime(2030, 1, 1, 12, 0, tzinfo=UTC)]
-    monkeypatch.setattr(repository, "utcnow", lambda: clock[0])
+    monkeypatch.setattr(objects, "utcnow", lambda: clock[0])  # where a slice is chosen for an upload
     lake = Lake(env.metastore)
     lake.create_repository("sl", (tmp_path / "ns").as_uri())
     repo = lake.repository("sl")

@@ -221,8 +221,8 @@ def print_candidates(rows: Iterator[Candidate], as_json: bool, named: bool = Fal
 def show_report(folder, found: Run) -> None:  # type: ignore[no-untyped-def]
     """Print where the run's report.html is (written from the record if the run has none yet: it
     predates reports, or is still under way or was killed before it ended)."""
-    from lakegc.engine.recorder import write_record
+    from lakegc.engine.recorder import write_report
 
     if not folder.storage.exists(folder.key("report.html")):
-        write_record(folder, found)
+        write_report(folder, found)
     say(folder.storage.full_uri(folder.key("report.html")))

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lakegc.engine.ages import ListingTally, listing_tally
-from lakegc.engine.arrowio import read_parquet, write_counted
+from lakegc.engine.arrowio import read_parquet, write_counted, write_parquet
 from lakegc.engine.candidates import write_candidates
 from lakegc.engine.columns import CANDIDATES, ddl
 from lakegc.engine.delete import Budget, DeleteTally, check_budget, record_deletes
@@ -141,8 +141,11 @@ class Stage:
     budget: Budget
 
     def tally_listing(self, listing: DataFrame) -> ListingTally:
-        """The listing's size and age histogram (one Spark job)."""
-        return listing_tally(listing, datetime.fromisoformat(self.run.started_at))
+        """The listing's size and age histogram (one Spark job), in the record at once: a mark that
+        fails later still says what it listed."""
+        tally = listing_tally(listing, datetime.fromisoformat(self.run.started_at))
+        self.run.record_listing(tally)
+        return tally
 
     def write_candidates(self, candidates: DataFrame) -> CandidateCounts:
         return write_candidates(candidates, self.folder)[0]
@@ -155,6 +158,15 @@ class Stage:
         """Write what the sweep is to delete as the run's to_delete/ (the budget's total: what is
         sent less what was deleted or failed is what the budget left); returns how many."""
         return write_counted(to_delete, self.folder.storage, self.folder.key("to_delete"))
+
+    def within_budget(self, spark: SparkSession, to_delete: DataFrame) -> DataFrame:
+        """At most --max-deletes of `to_delete`, chosen once and written (budgeted/): for a sweep
+        that deletes through several plans (one per storage), which must all read the same rows;
+        `to_delete` itself when there is no such budget."""
+        if self.budget.max_deletes is None:
+            return to_delete
+        write_parquet(to_delete.limit(self.budget.max_deletes), self.folder.storage, self.folder.key("budgeted"))
+        return self.read(spark, "budgeted")
 
     def record_deletes(self, results: DataFrame) -> DeleteTally:
         """Record delete results (`engine.delete.delete_objects` rows) as deleted/."""

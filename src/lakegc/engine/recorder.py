@@ -41,6 +41,12 @@ STOP_AFTER = "LAKEGC_TEST_STOP_AFTER"
 def write_record(folder: RunFolder, run: Run) -> None:
     """summary.json and the report people read, side by side (credentials masked in both)."""
     folder.write_summary(run)
+    write_report(folder, run)
+
+
+def write_report(folder: RunFolder, run: Run) -> None:
+    """report.html alone, from the record as it is: for `gc show --html` on a run that has none
+    yet (it never rewrites summary.json, which a run still under way may be writing)."""
     folder.storage.write(folder.key("report.html"), render_report(run.masked()).encode())
 
 

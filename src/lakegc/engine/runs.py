@@ -237,9 +237,12 @@ class Run:
         self.num_candidates, self.bytes_candidates = counts.total, counts.bytes
         self.candidates_by_reason = dict(counts.by_reason)
 
+    def record_listing(self, listing: ListingTally) -> None:
+        self.num_listed, self.num_young, self.object_ages = listing.listed, listing.young, listing.ages
+
     def record_mark(self, listing: ListingTally, candidates: CandidateCounts) -> None:
         """A mark's result, in one step (`engine.collector.Marked`)."""
-        self.num_listed, self.num_young, self.object_ages = listing.listed, listing.young, listing.ages
+        self.record_listing(listing)
         self.record_counts(candidates)
 
     def record_sweep(self, deletes: DeleteTally, stopped: int) -> None:

@@ -335,6 +335,7 @@ def _sweep(
 ) -> Run:
     """Sweep a marked run, or go on with one left sweeping, by the plan it was marked with."""
     planned = RepositoryPlan.from_json(log.get(run.run_id)[1], run.run_id)
+    policies = planned.policies(source)  # rules that cannot be read now leave the run as it was, not failed
     continued = run.state is RunState.SWEEPING
     _open_window(run, planned)  # before the first move: a sweep that stops or fails has moved objects under it
     if continued:
@@ -347,7 +348,7 @@ def _sweep(
     with recorder.recording(run):
         what = "re-checking and quarantining" if planned.window else "re-checking and deleting"
         timed(f"{what} candidates", f"{run.num_candidates} candidates" + (", continuing" if continued else ""))
-        swept = _fenced_sweep(spark, source, run, planned, lease, budget)
+        swept = _fenced_sweep(spark, source, run, planned, policies, lease, budget)
         timed.stop()
         record_sweep(run, swept, planned, continued, source.storage)
         again = f"`lakegc gc sweep lakegc://{source.name} {run.run_id}`"
@@ -365,11 +366,16 @@ def _sweep(
 
 
 def _fenced_sweep(
-    spark: SparkSession, source: GcSource, run: Run, planned: RepositoryPlan, lease: Lease, budget: Budget
+    spark: SparkSession,
+    source: GcSource,
+    run: Run,
+    planned: RepositoryPlan,
+    policies: Policies,
+    lease: Lease,
+    budget: Budget,
 ) -> SweepResult:
     """The sweep itself (`sweep.sweep`), with the writers' fence up from before the first delete
     until no delete round can still run."""
-    policies = planned.policies(source)
     changed = policies.described != run.repo.policy and (bool(policies.path_rules) or "path_rules" in run.repo.policy)
     marked_active = _marked_active(source, run, len(policies.path_rules), changed)
     fenced_active = source.raise_fence(run.run_id, marked_active[0], planned.to_json(), marked_active[1:])

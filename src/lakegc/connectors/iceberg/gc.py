@@ -316,6 +316,5 @@ def _sweep(spark: SparkSession, plan: IcebergPlan, stage: Stage, catalog_name: s
         )
     sent = stage.write_to_delete(candidates)
     stage.timed("deleting orphan files")
-    return Swept(
-        stage.record_deletes(delete_candidates(spark, roots, stage.read(spark, "to_delete"), stage.budget)), sent
-    )
+    to_delete = stage.within_budget(spark, stage.read(spark, "to_delete"))
+    return Swept(stage.record_deletes(delete_candidates(spark, roots, to_delete, stage.budget)), sent)

@@ -246,12 +246,12 @@ def _expired_named(unreferenced: DataFrame, expired: DataFrame) -> DataFrame:
 
 def delete_candidates(spark: SparkSession, roots: list[Root], to_delete: DataFrame, budget: Budget) -> DataFrame:
     """Delete each candidate through the storage of the root it lies under (RESULT_DDL rows with
-    full URIs), within the run's budget: at most `max_deletes` in all (the rest get no row), the
-    rate shared by the roots."""
+    full URIs), at the run's rate shared by the roots. A --max-deletes budget is applied before
+    (`Stage.within_budget`): `to_delete` is already the rows that may go, written once, so every
+    root's delete reads the same ones (a `limit` here would be chosen again by each root's branch
+    of the plan, and could let N go per root)."""
     from pyspark.sql import functions as F
 
-    if budget.max_deletes is not None:
-        to_delete = to_delete.limit(budget.max_deletes)
     rate = budget.max_rate / len(roots) if budget.max_rate and roots else None
     results = None
     for root in roots:
