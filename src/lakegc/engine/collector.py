@@ -75,6 +75,7 @@ class RunPlan:
     runs_location: str  # where the run's folder goes (`FolderRunLog`)
     settings: Mapping[str, Any] = field(default_factory=dict)  # the options, as people read them
     budget: Budget = Budget()
+    run_id: str | None = None  # None: a new one; a collector whose system names runs gives that name
 
     def to_json(self) -> dict[str, Any]:
         """The plan as the run's folder keeps it (plan.json)."""
@@ -214,7 +215,7 @@ def collect(
 
 def _opened(plan: RunPlan) -> Run:
     return Run(
-        new_run_id(plan.now),
+        plan.run_id or new_run_id(plan.now),
         plan.kind,
         plan.target,
         RunState.MARKING,

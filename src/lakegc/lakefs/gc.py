@@ -1,0 +1,252 @@
+"""`lakegc lakefs gc`: a lakeFS repository's namespace collected as lakeFS's own GC client decides.
+
+Mark: list `data/` and the namespace's root (objects older than --min-age), take away what the
+active commits reference (`trees`) and what is uncommitted, as lakeFS's `prepare_commits` and
+`prepare_uncommited` name them. Sweep: ask lakeFS again (commits and uncommitted) and keep whatever
+is referenced now (only trees the mark did not read are read again), then delete through the
+engine's deletes (guard, budget). The run is recorded as every connector run is (`lakefs runs`,
+`show`, `candidates`), under lakeFS's own run id, and lakeFS's report is written where its tooling
+reads it: `_lakefs/retention/gc/unified/<run_id>/` (`deleted/`, `summary.json`).
+
+`--mark-only` marks and writes the report (its `deleted/` lists what a sweep would delete), as
+lakeFS's `do_sweep=false`; `--sweep RUN_ID` deletes what that successful mark listed, re-checked
+first, as `do_mark=false` with a mark id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from lakegc.connectors.protected import connector_protected
+from lakegc.connectors.runs import default_runs_location
+from lakegc.engine.collector import Marked, RunOptions, RunPlan, Stage, Swept, collect
+from lakegc.engine.delete import delete_objects
+from lakegc.engine.guard import check_root
+from lakegc.engine.listing import list_folders, open_location, stat_objects
+from lakegc.engine.progress import Phase, no_progress
+from lakegc.engine.report import duration_text
+from lakegc.engine.runs import Run, new_run_id
+from lakegc.errors import InvalidArgument
+from lakegc.lakefs import report
+from lakegc.lakefs.client import Connection, LakeFS, Prepared
+from lakegc.lakefs.namespace import (
+    NamespaceFileError,
+    active_metaranges,
+    check_file_id,
+    check_run_id,
+    key_of,
+    listing_folders,
+    metadata_key,
+    namespace_location,
+    namespace_prefix,
+)
+from lakegc.lakefs.trees import Trees, metadata_files, uncommitted_addresses
+from lakegc.timeutil import shown_time, utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakegc.storage import Storage
+
+DEFAULT_MIN_AGE = timedelta(days=1)
+UNREFERENCED = "unreferenced"
+
+
+@dataclass(frozen=True)
+class LakeFSGcOptions:
+    """What `lakegc lakefs gc` decides with (the run's own options are `engine.collector.RunOptions`)."""
+
+    endpoint: str | None = None  # None: LAKECTL_SERVER_ENDPOINT_URL
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    local_path: str | None = None  # lakeFS's blockstore.local.path, for local:// namespaces
+    min_age: timedelta = DEFAULT_MIN_AGE
+    mark_only: bool = False
+    sweep: str | None = None  # a mark's run id: delete what it listed
+
+
+def run_lakefs_gc(
+    repository: str,
+    options: LakeFSGcOptions,
+    run: RunOptions = RunOptions(),
+    phase: Phase = no_progress,
+    spark: SparkSession | None = None,
+) -> Run:
+    """Mark and, unless a dry run or --mark-only, sweep one lakeFS repository's namespace."""
+    return collect(LakeFSCollector(repository, options, run), phase, spark, run.start)
+
+
+@dataclass(frozen=True)
+class LakeFSPlan:
+    run: RunPlan
+    lakefs: LakeFS
+    storage: Storage
+    namespace: str  # as lakeFS names it (s3://..., local://...)
+    uncommitted: Prepared | None  # the mark's (None for --sweep: the sweep asks itself)
+    mark_id: str | None  # --sweep: the mark whose list is swept
+
+    @property
+    def trees(self) -> Trees:
+        return Trees(self.storage, namespace_prefix(self.namespace))
+
+
+@dataclass(frozen=True)
+class LakeFSCollector:
+    """`lakegc lakefs gc` as a collector (`engine.collector`)."""
+
+    repository: str
+    options: LakeFSGcOptions
+    given: RunOptions
+
+    def plan(self) -> LakeFSPlan:
+        options = self.options
+        if options.mark_only and options.sweep:
+            raise InvalidArgument("--mark-only and --sweep RUN_ID are two halves of a run: give one")
+        if options.min_age < timedelta(0):
+            raise InvalidArgument("--min-age must not be negative")
+        mark_id = check_run_id(options.sweep) if options.sweep else None
+        lakefs = LakeFS(
+            Connection.resolve(options.endpoint, options.access_key_id, options.secret_access_key), self.repository
+        )
+        namespace = lakefs.storage_namespace()
+        location = namespace_location(namespace, options.local_path)
+        runs_location = self.given.runs_location or default_runs_location()
+        check_root(location, "namespace", connector_protected(self.given.metastore, runs_location))
+        storage = open_location(location, "namespace")
+        if mark_id:
+            report.check_mark(storage, mark_id)
+        uncommitted = None if mark_id else lakefs.prepare_uncommitted()
+        now = utcnow()
+        run = replace(
+            self.given.plan("lakefs", f"{self.repository} ({namespace})", now, now - options.min_age, runs_location),
+            dry_run=self.given.dry_run or options.mark_only,
+            run_id=check_run_id(uncommitted.run_id) if uncommitted else new_run_id(now),
+            settings=self._settings(lakefs, namespace, mark_id, now),
+        )
+        return LakeFSPlan(run, lakefs, storage, namespace, uncommitted, mark_id)
+
+    def _settings(self, lakefs: LakeFS, namespace: str, mark_id: str | None, now) -> dict[str, str]:
+        mode = "sweep of mark " + mark_id if mark_id else "mark only" if self.options.mark_only else "mark and sweep"
+        age = self.options.min_age
+        return {
+            "lakeFS": lakefs.endpoint,
+            "repository": self.repository,
+            "namespace": namespace,
+            "mode": mode,
+            "min age": f"{duration_text(age.total_seconds())} (objects modified before {shown_time(now - age)})",
+        }
+
+    def mark(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:
+        """List the namespace, less what is committed or uncommitted (--sweep: the mark's list, as
+        the objects are now)."""
+        try:
+            if plan.mark_id:
+                return self._marked_list(spark, plan, stage)
+            return self._mark(spark, plan, stage)
+        except Exception:
+            report.failed(plan, stage.run)
+            raise
+
+    def _mark(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:
+        timed, storage = stage.timed, plan.storage
+        timed("listing the namespace", storage.uri)
+        data_dirs = storage.list_dirs("data/")
+        listed = list_folders(spark, storage, listing_folders(data_dirs), plan.run.cutoff).persist()
+        listing = listed.where(listed.address != "dummy")
+        tally = stage.tally_listing(listing)
+        committed = self._committed(spark, plan, stage, known=None)
+        timed("reading the uncommitted objects")
+        uncommitted = plan.uncommitted or Prepared("", None)
+        folder = key_of(uncommitted.location, plan.namespace, "uncommitted files") if uncommitted.location else None
+        staged = uncommitted_addresses(spark, storage, folder, plan.trees.prefix)
+        timed("finding the unreferenced objects", f"{tally.judged} objects older than --min-age")
+        old = listing.where(~listing.young).select("address", "size", "mtime")
+        candidates = old.join(committed, "address", "left_anti").join(staged, "address", "left_anti")
+        counts = stage.write_candidates(_unreferenced(candidates))
+        listed.unpersist()
+        stage.run.details["first slice"] = sorted(data_dirs)[0] if data_dirs else ""
+        if plan.run.dry_run and self.options.mark_only:
+            report.write(spark, plan, stage, "candidates")
+        return Marked(tally, counts)
+
+    def _marked_list(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:
+        """--sweep: the mark's `deleted/` as candidates, each object as it is now (gone: left out)."""
+        stage.timed("reading the mark", plan.mark_id)
+        marked = report.marked_addresses(spark, plan.storage, plan.mark_id or "")
+        found = stat_objects(spark, plan.storage, marked.selectExpr("address", "'marked' as slice"), plan.run.cutoff)
+        tally = stage.tally_listing(found)
+        counts = stage.write_candidates(_unreferenced(found.select("address", "size", "mtime")))
+        return Marked(tally, counts)
+
+    def _committed(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage, known: set[str] | None) -> DataFrame:
+        """The committed addresses; the trees read are kept with the run (a sweep reads only those
+        it did not). `known`: trees already read (the re-check's)."""
+        timed, trees = stage.timed, plan.trees
+        timed("asking lakeFS for the active commits")
+        prepared = plan.lakefs.prepare_commits()
+        if prepared.location is None:  # no GC rules: every commit is live, every range file counts
+            files = [f for f in metadata_files(plan.storage) if f not in (known or ())]
+            report.keep_trees(stage, files)
+            timed("reading every tree (no GC rules: every commit is live)", f"{len(files)} files")
+            return trees.addresses(spark, files, typed_only=True)
+        key = key_of(prepared.location, plan.namespace, "the commits file")
+        metaranges = active_metaranges(plan.storage.read(key), key)
+        timed("reading the active commits' trees", f"{len(metaranges)} metaranges")
+        for metarange in metaranges:  # lakeFS must know each tree, kept where lakegc reads it
+            _check_location(plan, metarange)
+        ranges = [r["range_id"] for r in trees.range_ids(spark, metaranges).collect()]  # tree ids: a short list
+        fresh = sorted(set(ranges) - (known or set()))
+        report.keep_trees(stage, fresh)
+        return trees.addresses(spark, fresh)
+
+    def sweep(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Swept:
+        """Ask lakeFS again and keep what is referenced now, then delete."""
+        try:
+            return self._sweep(spark, plan, stage)
+        except Exception:
+            if not plan.mark_id:
+                report.failed(plan, stage.run)
+            raise
+
+    def _sweep(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Swept:
+        timed = stage.timed
+        known = report.trees_read(stage)
+        committed = self._committed(spark, plan, stage, known)
+        timed("asking lakeFS for the uncommitted objects again")
+        again = plan.lakefs.prepare_uncommitted()
+        folder = key_of(again.location, plan.namespace, "uncommitted files") if again.location else None
+        staged = uncommitted_addresses(spark, plan.storage, folder, plan.trees.prefix)
+        timed("re-checking the candidates", f"{stage.run.num_candidates} candidates")
+        candidates = stage.read(spark).join(committed, "address", "left_anti").join(staged, "address", "left_anti")
+        sent = stage.write_to_delete(candidates)
+        timed("deleting objects")
+        budget = stage.budget
+        to_delete = stage.within_budget(spark, stage.read(spark, "to_delete"))
+        results = delete_objects(
+            spark, plan.storage, to_delete, max_deletes=budget.max_deletes, max_rate=budget.max_rate
+        )
+        swept = Swept(stage.record_deletes(results), sent)
+        if not plan.mark_id:
+            report.write(spark, plan, stage, "deleted", success=not swept.deletes.failed)
+        return swept
+
+
+def _check_location(plan: LakeFSPlan, metarange: str) -> None:
+    """lakeFS's answer for a metarange must be `_lakefs/<id>` in the namespace: the trees lakegc
+    reads and checks are the ones lakeFS serves (a 404 or 500 fails the run)."""
+    location = plan.lakefs.metarange_location(check_file_id(metarange, "metarange"))
+    if key_of(location, plan.namespace, f"metarange {metarange}") != metadata_key(metarange):
+        raise NamespaceFileError(f"lakeFS keeps metarange {metarange} at {location}, not in the namespace's _lakefs/")
+
+
+def _unreferenced(objects: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return objects.select("address", "size", "mtime", F.lit(UNREFERENCED).alias("reason")).where(
+        F.col("address") != "dummy"
+    )
+
+
+__all__ = ["LakeFSCollector", "LakeFSGcOptions", "run_lakefs_gc"]

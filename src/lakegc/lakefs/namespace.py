@@ -1,0 +1,128 @@
+"""A lakeFS storage namespace as lakeFS's GC sees it: where it is, what in it may be collected, and
+how an entry's address names an object in it. Pure functions: the decisions `lakefs.gc` acts on.
+
+- `local://PATH` is lakeFS's local blockstore: PATH under its `blockstore.local.path`
+  (`--local-path`), or an absolute PATH when that is not given; `s3://bucket/prefix` is itself.
+- Objects live under `data/` (the newer layout) or as files directly in the namespace's root (the
+  older one). `_lakefs/` (lakeFS's metadata, its GC's own files) is never listed, nor the `dummy`
+  file lakeFS writes at the root when it checks it may write there.
+- An entry's address is relative to the namespace (address type RELATIVE), a full URI (FULL), or, in
+  entries written before address types existed, relative unless it starts with the namespace's
+  scheme. A full URI inside the namespace names the object at the rest of it; one elsewhere is
+  outside what GC may delete, and is left out (lakeFS's client does the same).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import PurePosixPath
+
+from lakegc.engine.listing import Folder
+from lakegc.errors import InvalidArgument, LakegcError
+
+DATA = "data/"
+METADATA = "_lakefs/"
+DUMMY = "dummy"
+RELATIVE = 1  # catalog.Entry.AddressType.RELATIVE; 0 (by prefix, deprecated) and 2 (FULL) are told by the address
+FILE_ID = re.compile(r"[0-9a-f]{64}")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+class NamespaceFileError(LakegcError):
+    """A file lakeFS wrote for its GC that cannot be read as lakeFS writes it."""
+
+
+def namespace_location(storage_namespace: str, local_path: str | None) -> str:
+    """Where lakegc opens the namespace: an s3:// URI, or a folder for lakeFS's local blockstore."""
+    if storage_namespace.startswith("s3://"):
+        return storage_namespace.rstrip("/")
+    if storage_namespace.startswith("local://"):
+        path = storage_namespace.removeprefix("local://").rstrip("/")
+        if local_path:
+            return str(PurePosixPath(local_path) / path.lstrip("/"))
+        if not path.startswith("/"):
+            raise InvalidArgument(
+                f"storage namespace {storage_namespace} is under lakeFS's blockstore.local.path: give --local-path DIR"
+            )
+        return path
+    raise InvalidArgument(f"storage namespace {storage_namespace}: lakegc collects s3:// and local:// namespaces")
+
+
+def namespace_prefix(storage_namespace: str) -> str:
+    """The namespace as the start of a full address (with one trailing slash)."""
+    return storage_namespace.rstrip("/") + "/"
+
+
+def relative_address(address: str, address_type: int | None, prefix: str) -> str | None:
+    """The object an entry names, relative to the namespace `prefix`; None for a full address
+    elsewhere (never collected here)."""
+    if address_type == RELATIVE:
+        return address
+    if address.startswith(prefix):
+        return address[len(prefix) :]
+    return None if "://" in address else address
+
+
+def key_of(location: str, storage_namespace: str, what: str) -> str:
+    """A location lakeFS answered (its GC files, a metarange) as a key in the namespace: anything
+    elsewhere is refused, since lakegc reads nothing outside what it was pointed at."""
+    prefix = namespace_prefix(storage_namespace)
+    if not location.startswith(prefix):
+        raise NamespaceFileError(f"lakeFS put {what} at {location}, outside the namespace {storage_namespace}")
+    key = location[len(prefix) :].strip("/")
+    if not key or ".." in key.split("/"):
+        raise NamespaceFileError(f"lakeFS put {what} at {location}: not a file of the namespace")
+    return key
+
+
+def metadata_key(file_id: str) -> str:
+    return METADATA + file_id
+
+
+def listing_folders(data_dirs: list[str]) -> list[Folder]:
+    """One listing task per `data/` slice folder (with all below it), one for the files directly in
+    `data/`, one for the files directly in the root (the older layout); nothing else."""
+    return [
+        Folder("", False, "root"),
+        Folder(DATA, False, "data"),
+        *(Folder(f"{DATA}{name}/", True, "data") for name in sorted(data_dirs)),
+    ]
+
+
+def collectable(key: str) -> bool:
+    """Whether a listed key may be a candidate at all (the root's `dummy` never is)."""
+    return key != DUMMY and not key.startswith(METADATA)
+
+
+def active_metaranges(content: bytes, name: str) -> list[str]:
+    """The metaranges of the active commits in lakeFS's `commits.csv` (header
+    `commit_id,expired,metarange_id`), distinct and sorted: the trees GC must keep."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(content.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise NamespaceFileError(f"lakeFS commits file {name}: {exc}") from None
+    if rows and not {"commit_id", "expired", "metarange_id"} <= set(rows[0]):
+        raise NamespaceFileError(f"lakeFS commits file {name}: no commit_id,expired,metarange_id header")
+    active = set()
+    for number, row in enumerate(rows, start=2):
+        expired, metarange = (row.get("expired") or "").strip().lower(), (row.get("metarange_id") or "").strip()
+        if expired not in ("true", "false"):
+            raise NamespaceFileError(f"lakeFS commits file {name}: line {number} is not a commit row")
+        if expired == "false" and metarange:  # a commit with no metarange (the first) has no tree
+            active.add(metarange)
+    return sorted(active)
+
+
+def check_file_id(file_id: str, what: str) -> str:
+    """A metarange or range id, before it becomes a key: lakeFS's ids are SHA-256 hex."""
+    if not FILE_ID.fullmatch(file_id):
+        raise NamespaceFileError(f"lakeFS {what} id {file_id[:80]!r} is not a lakeFS file id")
+    return file_id
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.fullmatch(run_id):
+        raise InvalidArgument(f"invalid lakeFS GC run id {run_id[:80]!r}")
+    return run_id

@@ -1,0 +1,126 @@
+"""What a lakeFS repository references, as DataFrames of addresses relative to its namespace.
+
+Committed: the ranges of the active commits' metaranges, each metarange and each range read once,
+on the executors, from `_lakefs/<id>` in the namespace; every file is checked as lakegc checks its
+own trees (its checksums, and its content hashing to its id), and one that fails fails the run.
+With no GC rules every commit is live, and, as lakeFS's own client does, every range file in
+`_lakefs/` is read. Uncommitted: the Parquet files lakeFS's `prepare_uncommited` wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakegc.errors import ObjectNotFound
+from lakegc.lakefs.namespace import (
+    DUMMY,
+    FILE_ID,
+    METADATA,
+    NamespaceFileError,
+    check_file_id,
+    metadata_key,
+    relative_address,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakegc.storage import Storage
+
+ADDRESSES = "address string"
+RANGE_IDS = "range_id string"
+
+
+@dataclass(frozen=True)
+class Trees:
+    """Where a repository's trees are read from: the namespace, and its prefix as full addresses
+    inside it start."""
+
+    storage: Storage
+    prefix: str
+
+    def read(self, file_id: str, kind: str | None) -> object:
+        """One metadata file, checked: an SSTable whose content hashes to its id."""
+        from lakegc.lakefs.sstable import read_lakefs_file
+
+        try:
+            data = self.storage.read(metadata_key(file_id))
+        except ObjectNotFound:
+            raise NamespaceFileError(
+                f"lakeFS {kind or 'metadata'} file {file_id} is missing (_lakefs/{file_id})"
+            ) from None
+        return read_lakefs_file(data, file_id, kind)
+
+    def range_ids(self, spark: SparkSession, metaranges: list[str]) -> DataFrame:
+        """The distinct ranges of `metaranges` (read on the executors)."""
+        from lakegc.lakefs.entries import metarange_ranges
+
+        from lakegc.engine.tasks import parallelism, work_items
+
+        ids = [check_file_id(m, "metarange") for m in metaranges]
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    table = self.read(ids[index], "metaranges")
+                    found = [check_file_id(r.range_id, "range") for r in metarange_ranges(table, ids[index])]
+                    yield pa.RecordBatch.from_arrays([pa.array(found, pa.string())], names=["range_id"])
+
+        return work_items(spark, len(ids), parallelism(spark) * 2).mapInArrow(read, RANGE_IDS).distinct()
+
+    def addresses(self, spark: SparkSession, ranges: list[str], typed_only: bool = False) -> DataFrame:
+        """Every address the `ranges` name inside the namespace (read on the executors, each once).
+        `typed_only`: files found by listing `_lakefs/`, of which only range files count."""
+        from lakegc.engine.tasks import parallelism, work_items
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    yield self._range_batch(ranges[index], typed_only)
+
+        return work_items(spark, len(ranges), parallelism(spark) * 4).mapInArrow(read, ADDRESSES)
+
+    def _range_batch(self, range_id: str, typed_only: bool) -> pa.RecordBatch:
+        from lakegc.lakefs.entries import range_entries
+
+        table = self.read(range_id, None if typed_only else "ranges")
+        properties = getattr(table, "properties", {})
+        if typed_only and (properties.get("type") != "ranges" or "entity" in properties):
+            return pa.RecordBatch.from_arrays([pa.array([], pa.string())], names=["address"])
+        found = [relative_address(e.address, e.address_type, self.prefix) for e in range_entries(table, range_id)]
+        return pa.RecordBatch.from_arrays([pa.array([a for a in found if a], pa.string())], names=["address"])
+
+
+def metadata_files(storage: Storage) -> list[str]:
+    """The files directly in `_lakefs/` that may be trees (lakeFS's client skips its `dummy` and
+    JSON files there); ids only: a file under another name is no tree lakegc can check."""
+    names = [info.key.removeprefix(METADATA) for info in storage.list(METADATA, recursive=False)]
+    return sorted(n for n in names if n != DUMMY and not n.endswith(".json") and FILE_ID.fullmatch(n))
+
+
+def uncommitted_addresses(spark: SparkSession, storage: Storage, folder: str | None, prefix: str) -> DataFrame:
+    """The `physical_address` column of every Parquet file under `folder` (None: lakeFS wrote none),
+    relative to the namespace."""
+    from lakegc.engine.arrowio import read_parquet
+    from lakegc.engine.tasks import work_items
+
+    keys = [] if folder is None else [i.key for i in storage.list(folder.rstrip("/") + "/") if _data_file(i.key)]
+    if not keys:
+        return work_items(spark, 0, 1).selectExpr("cast(null as string) as address").where("false")
+    rows = read_parquet(spark, storage, keys, "physical_address string")
+
+    def relative(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            found = [relative_address(a, None, prefix) for a in batch.column(0).to_pylist() if a]
+            yield pa.RecordBatch.from_arrays([pa.array([a for a in found if a], pa.string())], names=["address"])
+
+    return rows.mapInArrow(relative, ADDRESSES)
+
+
+def _data_file(key: str) -> bool:
+    name = key.rsplit("/", 1)[-1]
+    return not name.startswith(("_", "."))
