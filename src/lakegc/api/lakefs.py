@@ -74,4 +74,4 @@ def lakefs_addresses(
         settings = load_settings()
         spark = spark_session(settings.master(None), settings.spark_conf(None))
     folder = connector_folder(KIND, found.run_id, runs_location=runs_location)
-    return address_list(spark, folder, swept=not found.dry_run)
+    return address_list(spark, folder, swept=not (found.dry_run or found.mark_only))

@@ -76,6 +76,7 @@ class RunPlan:
     settings: Mapping[str, Any] = field(default_factory=dict)  # the options, as people read them
     budget: Budget = Budget()
     run_id: str | None = None  # None: a new one; a collector whose system names runs gives that name
+    mark_only: bool = False  # stop at marked: a later run sweeps what it marked
 
     def to_json(self) -> dict[str, Any]:
         """The plan as the run's folder keeps it (plan.json)."""
@@ -196,7 +197,7 @@ def collect(
         if marked.refusal:
             raise LakegcError(marked.refusal)
         recorder.transition(run, RunState.MARKED)
-        if plan.run.dry_run:
+        if plan.run.dry_run or plan.run.mark_only:
             return run
         recorder.transition(run, RunState.SWEEPING)
         swept = collector.sweep(spark, plan, stage)
@@ -223,5 +224,6 @@ def _opened(plan: RunPlan) -> Run:
         plan.now.isoformat(),
         plan.cutoff.isoformat(),
         (plan.now - plan.cutoff).total_seconds(),
+        mark_only=plan.mark_only,
         settings=dict(plan.settings),
     )

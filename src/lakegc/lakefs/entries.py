@@ -7,6 +7,7 @@ by wire type, so newer lakeFS versions that add fields still read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -177,3 +178,22 @@ def range_entries(table: SSTable, name: str) -> Iterator[Entry]:
 def metarange_ranges(table: SSTable, name: str) -> Iterator[RangeRef]:
     """The ranges a metarange lists, in key order (each keyed by its max key)."""
     return _decode_all(table, name, lambda _key, identity, data: _range(identity, data))
+
+
+_HEX_ID = re.compile(rb"[0-9a-f]{64}")
+
+
+def kind_of(table: SSTable, name: str) -> str:
+    """ "ranges" or "metaranges": the `type` property lakeFS writes, else (a file written without
+    it) by its records: a metarange's identities are range ids (64 hex characters), a range's are
+    32-byte hashes. An empty file is a range (it names nothing either way)."""
+    declared = table.properties.get("type")
+    if declared:
+        return declared
+    if not table.records:
+        return "ranges"
+    try:
+        identity, _ = _framed(table.records[0][1])
+    except _Malformed as exc:
+        raise SSTableError(f"lakeFS metadata file {name}: {exc}") from None
+    return "metaranges" if _HEX_ID.fullmatch(identity) else "ranges"

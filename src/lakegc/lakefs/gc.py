@@ -40,7 +40,7 @@ from lakegc.lakefs.namespace import (
     listing_folders,
     metadata_key,
     namespace_location,
-    namespace_prefix,
+    namespace_prefixes,
 )
 from lakegc.lakefs.trees import Trees, metadata_files, uncommitted_addresses
 from lakegc.timeutil import shown_time, utcnow
@@ -84,12 +84,13 @@ class LakeFSPlan:
     lakefs: LakeFS
     storage: Storage
     namespace: str  # as lakeFS names it (s3://..., local://...)
+    prefixes: tuple[str, ...]  # how addresses and locations inside it start (`namespace_prefixes`)
     uncommitted: Prepared | None  # the mark's (None for --sweep: the sweep asks itself)
     mark_id: str | None  # --sweep: the mark whose list is swept
 
     @property
     def trees(self) -> Trees:
-        return Trees(self.storage, namespace_prefix(self.namespace))
+        return Trees(self.storage, self.prefixes)
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,12 @@ class LakeFSCollector:
         now = utcnow()
         run = replace(
             self.given.plan("lakefs", f"{self.repository} ({namespace})", now, now - options.min_age, runs_location),
-            dry_run=self.given.dry_run or options.mark_only,
+            mark_only=options.mark_only and not self.given.dry_run,
             run_id=check_run_id(uncommitted.run_id) if uncommitted else new_run_id(now),
             settings=self._settings(lakefs, namespace, mark_id, now),
         )
-        return LakeFSPlan(run, lakefs, storage, namespace, uncommitted, mark_id)
+        prefixes = namespace_prefixes(namespace, location)
+        return LakeFSPlan(run, lakefs, storage, namespace, prefixes, uncommitted, mark_id)
 
     def _settings(self, lakefs: LakeFS, namespace: str, mark_id: str | None, now) -> dict[str, str]:
         mode = "sweep of mark " + mark_id if mark_id else "mark only" if self.options.mark_only else "mark and sweep"
@@ -159,15 +161,15 @@ class LakeFSCollector:
         committed = self._committed(spark, plan, stage, known=None)
         timed("reading the uncommitted objects")
         uncommitted = plan.uncommitted or Prepared("", None)
-        folder = key_of(uncommitted.location, plan.namespace, "uncommitted files") if uncommitted.location else None
-        staged = uncommitted_addresses(spark, storage, folder, plan.trees.prefix)
+        folder = key_of(uncommitted.location, plan.prefixes, "uncommitted files") if uncommitted.location else None
+        staged = uncommitted_addresses(spark, storage, folder, plan.prefixes)
         timed("finding the unreferenced objects", f"{tally.judged} objects older than --min-age")
         old = listing.where(~listing.young).select("address", "size", "mtime")
         candidates = old.join(committed, "address", "left_anti").join(staged, "address", "left_anti")
         counts = stage.write_candidates(_unreferenced(candidates))
         listed.unpersist()
         stage.run.details["first slice"] = sorted(data_dirs)[0] if data_dirs else ""
-        if plan.run.dry_run and self.options.mark_only:
+        if plan.run.mark_only:
             report.write(spark, plan, stage, "candidates")
         return Marked(tally, counts)
 
@@ -191,7 +193,7 @@ class LakeFSCollector:
             report.keep_trees(stage, files)
             timed("reading every tree (no GC rules: every commit is live)", f"{len(files)} files")
             return trees.addresses(spark, files, typed_only=True)
-        key = key_of(prepared.location, plan.namespace, "the commits file")
+        key = key_of(prepared.location, plan.prefixes, "the commits file")
         metaranges = active_metaranges(plan.storage.read(key), key)
         timed("reading the active commits' trees", f"{len(metaranges)} metaranges")
         for metarange in metaranges:  # lakeFS must know each tree, kept where lakegc reads it
@@ -216,8 +218,8 @@ class LakeFSCollector:
         committed = self._committed(spark, plan, stage, known)
         timed("asking lakeFS for the uncommitted objects again")
         again = plan.lakefs.prepare_uncommitted()
-        folder = key_of(again.location, plan.namespace, "uncommitted files") if again.location else None
-        staged = uncommitted_addresses(spark, plan.storage, folder, plan.trees.prefix)
+        folder = key_of(again.location, plan.prefixes, "uncommitted files") if again.location else None
+        staged = uncommitted_addresses(spark, plan.storage, folder, plan.prefixes)
         timed("re-checking the candidates", f"{stage.run.num_candidates} candidates")
         candidates = stage.read(spark).join(committed, "address", "left_anti").join(staged, "address", "left_anti")
         sent = stage.write_to_delete(candidates)
@@ -237,7 +239,7 @@ def _check_location(plan: LakeFSPlan, metarange: str) -> None:
     """lakeFS's answer for a metarange must be `_lakefs/<id>` in the namespace: the trees lakegc
     reads and checks are the ones lakeFS serves (a 404 or 500 fails the run)."""
     location = plan.lakefs.metarange_location(check_file_id(metarange, "metarange"))
-    if key_of(location, plan.namespace, f"metarange {metarange}") != metadata_key(metarange):
+    if key_of(location, plan.prefixes, f"metarange {metarange}") != metadata_key(metarange):
         raise NamespaceFileError(f"lakeFS keeps metarange {metarange} at {location}, not in the namespace's _lakefs/")
 
 

@@ -50,27 +50,34 @@ def namespace_location(storage_namespace: str, local_path: str | None) -> str:
     raise InvalidArgument(f"storage namespace {storage_namespace}: lakegc collects s3:// and local:// namespaces")
 
 
-def namespace_prefix(storage_namespace: str) -> str:
-    """The namespace as the start of a full address (with one trailing slash)."""
-    return storage_namespace.rstrip("/") + "/"
+def namespace_prefixes(storage_namespace: str, location: str) -> tuple[str, ...]:
+    """How a full address or a location lakeFS answers may start when it is inside the namespace
+    (with one trailing slash): the namespace as the repository names it, and, for the local
+    blockstore, `local://` and the folder it resolves to (lakeFS answers its locations so)."""
+    prefixes = [storage_namespace.rstrip("/") + "/"]
+    if storage_namespace.startswith("local://"):
+        prefixes.append("local://" + location.rstrip("/") + "/")
+    return tuple(dict.fromkeys(prefixes))
 
 
-def relative_address(address: str, address_type: int | None, prefix: str) -> str | None:
-    """The object an entry names, relative to the namespace `prefix`; None for a full address
-    elsewhere (never collected here)."""
+def relative_address(address: str, address_type: int | None, prefixes: tuple[str, ...]) -> str | None:
+    """The object an entry names, relative to the namespace (`namespace_prefixes`); None for a full
+    address elsewhere (never collected here)."""
     if address_type == RELATIVE:
         return address
-    if address.startswith(prefix):
-        return address[len(prefix) :]
+    for prefix in prefixes:
+        if address.startswith(prefix):
+            return address[len(prefix) :]
     return None if "://" in address else address
 
 
-def key_of(location: str, storage_namespace: str, what: str) -> str:
-    """A location lakeFS answered (its GC files, a metarange) as a key in the namespace: anything
-    elsewhere is refused, since lakegc reads nothing outside what it was pointed at."""
-    prefix = namespace_prefix(storage_namespace)
-    if not location.startswith(prefix):
-        raise NamespaceFileError(f"lakeFS put {what} at {location}, outside the namespace {storage_namespace}")
+def key_of(location: str, prefixes: tuple[str, ...], what: str) -> str:
+    """A location lakeFS answered (its GC files, a metarange) as a key in the namespace: a full URI
+    inside it, or a path relative to it (lakeFS answers a tree's location so); anything elsewhere
+    is refused, since lakegc reads nothing outside what it was pointed at."""
+    prefix = "" if "://" not in location else next((p for p in prefixes if location.startswith(p)), None)
+    if prefix is None:
+        raise NamespaceFileError(f"lakeFS put {what} at {location}, outside the namespace {prefixes[0]}")
     key = location[len(prefix) :].strip("/")
     if not key or ".." in key.split("/"):
         raise NamespaceFileError(f"lakeFS put {what} at {location}: not a file of the namespace")

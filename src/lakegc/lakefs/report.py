@@ -81,7 +81,7 @@ def _summary(plan: LakeFSPlan, run: Run, success: bool, count: int) -> None:
         "success": success,
         "first_slice": run.details.get("first slice", "") if isinstance(run.details, dict) else "",
         "start_time": _instant(run.started_at),
-        "cutoff_time": _instant(run.cutoff),
+        "cutoff_time": _instant(run.cutoff_time),
         "num_deleted_objects": count,
     }
     plan.storage.write(f"{report_folder(run.run_id)}/summary.json", json.dumps(doc).encode())

@@ -29,6 +29,7 @@ from lakegc.lakefs.namespace import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakegc.lakefs.sstable import SSTable
     from lakegc.storage import Storage
 
 ADDRESSES = "address string"
@@ -41,9 +42,9 @@ class Trees:
     inside it start."""
 
     storage: Storage
-    prefix: str
+    prefixes: tuple[str, ...]
 
-    def read(self, file_id: str, kind: str | None) -> object:
+    def read(self, file_id: str, kind: str | None) -> SSTable:
         """One metadata file, checked: an SSTable whose content hashes to its id."""
         from lakegc.lakefs.sstable import read_lakefs_file
 
@@ -57,9 +58,8 @@ class Trees:
 
     def range_ids(self, spark: SparkSession, metaranges: list[str]) -> DataFrame:
         """The distinct ranges of `metaranges` (read on the executors)."""
-        from lakegc.lakefs.entries import metarange_ranges
-
         from lakegc.engine.tasks import parallelism, work_items
+        from lakegc.lakefs.entries import metarange_ranges
 
         ids = [check_file_id(m, "metarange") for m in metaranges]
 
@@ -85,13 +85,12 @@ class Trees:
         return work_items(spark, len(ranges), parallelism(spark) * 4).mapInArrow(read, ADDRESSES)
 
     def _range_batch(self, range_id: str, typed_only: bool) -> pa.RecordBatch:
-        from lakegc.lakefs.entries import range_entries
+        from lakegc.lakefs.entries import kind_of, range_entries
 
         table = self.read(range_id, None if typed_only else "ranges")
-        properties = getattr(table, "properties", {})
-        if typed_only and (properties.get("type") != "ranges" or "entity" in properties):
+        if typed_only and (kind_of(table, range_id) != "ranges" or "entity" in table.properties):
             return pa.RecordBatch.from_arrays([pa.array([], pa.string())], names=["address"])
-        found = [relative_address(e.address, e.address_type, self.prefix) for e in range_entries(table, range_id)]
+        found = [relative_address(e.address, e.address_type, self.prefixes) for e in range_entries(table, range_id)]
         return pa.RecordBatch.from_arrays([pa.array([a for a in found if a], pa.string())], names=["address"])
 
 
@@ -102,7 +101,9 @@ def metadata_files(storage: Storage) -> list[str]:
     return sorted(n for n in names if n != DUMMY and not n.endswith(".json") and FILE_ID.fullmatch(n))
 
 
-def uncommitted_addresses(spark: SparkSession, storage: Storage, folder: str | None, prefix: str) -> DataFrame:
+def uncommitted_addresses(
+    spark: SparkSession, storage: Storage, folder: str | None, prefixes: tuple[str, ...]
+) -> DataFrame:
     """The `physical_address` column of every Parquet file under `folder` (None: lakeFS wrote none),
     relative to the namespace."""
     from lakegc.engine.arrowio import read_parquet
@@ -115,7 +116,7 @@ def uncommitted_addresses(spark: SparkSession, storage: Storage, folder: str | N
 
     def relative(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            found = [relative_address(a, None, prefix) for a in batch.column(0).to_pylist() if a]
+            found = [relative_address(a, None, prefixes) for a in batch.column(0).to_pylist() if a]
             yield pa.RecordBatch.from_arrays([pa.array([a for a in found if a], pa.string())], names=["address"])
 
     return rows.mapInArrow(relative, ADDRESSES)
