@@ -1,0 +1,1 @@
+"""lakeFS installations: reading their metadata and collecting their namespaces."""
