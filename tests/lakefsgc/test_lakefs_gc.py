@@ -74,6 +74,7 @@ def lake(tmp_path: Path, spark) -> Iterator[Lake]:
     blockstore.mkdir()
     with running_standin(blockstore, uncommitted_page_size=2) as standin:
         standin.model.create_repository(REPO, f"local://{REPO}")
+        (blockstore / REPO / "dummy").write_bytes(b"x")  # older lakeFS checked access so; GC never takes it
         env = Env(tmp_path / "home", f"sqlite:///{tmp_path / 'home' / 'lakegc.db'}", tmp_path)
         yield Lake(standin, env, f"local://{REPO}", blockstore)
 

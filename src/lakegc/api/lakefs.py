@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from lakegc.api.common import Duration, duration
 from lakegc.api.connectors import _run_options, connector_folder, connector_run, connector_runs
 from lakegc.engine.progress import Phase, no_progress
-from lakegc.engine.runs import Run
+from lakegc.engine.runs import Run, RunState
 from lakegc.settings import load_settings
 
 if TYPE_CHECKING:
@@ -74,4 +74,4 @@ def lakefs_addresses(
         settings = load_settings()
         spark = spark_session(settings.master(None), settings.spark_conf(None))
     folder = connector_folder(KIND, found.run_id, runs_location=runs_location)
-    return address_list(spark, folder, swept=not (found.dry_run or found.mark_only))
+    return address_list(spark, folder, swept=found.state is RunState.SWEPT)

@@ -73,7 +73,10 @@ def gc(
             progress=phase,
         )
     if as_json:
-        doc = {**run.to_json(), "num_deleted_objects": run.num_candidates if run.dry_run or run.mark_only else run.num_deleted}
+        doc = {
+            **run.to_json(),
+            "num_deleted_objects": run.num_candidates if run.dry_run or run.mark_only else run.num_deleted,
+        }
         output.emit_json_with_list(doc, "addresses", lakefs_api.lakefs_addresses(run.run_id, runs_location=runs))
         return
     output.print_run(run, as_json)

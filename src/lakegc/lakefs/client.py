@@ -97,9 +97,30 @@ class LakeFS:
             repo = lakefs_sdk.RepositoriesApi(self.client).get_repository(self.repository, **_timeout())
         return _answered(call, repo.storage_namespace, "a storage namespace")
 
+    def has_gc_rules(self) -> bool:
+        """Whether GC rules are set (lakeFS answers 404 when not). Read raw: lakeFS encodes rules
+        with no branch rule as `"branches": null`, which the client's model refuses."""
+        import lakefs_sdk
+
+        call = f"GET /repositories/{self.repository}/settings/gc_rules"
+        try:
+            with self._asking(call, statuses=True):
+                lakefs_sdk.RepositoriesApi(self.client).get_gc_rules_with_http_info(
+                    self.repository, _preload_content=False, **_timeout()
+                )
+        except _Status as status:
+            if status.code == _NOT_FOUND:
+                return False
+            raise status.error from None
+        return True
+
     def prepare_commits(self, timeout_s: float = PREPARE_TIMEOUT_S) -> Prepared:
         """`commits.csv` of the active commits; location None when the repository has no GC rules
-        (lakeFS answers 404: then every commit is live)."""
+        (lakeFS answers 404 to them, or to the blocking prepare: then every commit is live). The
+        asynchronous prepare answers a repository without rules with a task that fails, so the
+        rules are asked first."""
+        if not self.has_gc_rules():
+            return Prepared("", None)
         try:
             prepared = self._prepare_commits_async(timeout_s)
         except _Status as status:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sstwriter import MODIFIED, entry_value, frame, write_metarange, write_range, write_sstable
+from support.lakefs_sst import MODIFIED, entry_value, frame, write_metarange, write_range, write_sstable
 
 from lakegc.lakefs.entries import Entry, RangeRef, metarange_ranges, range_entries
 from lakegc.lakefs.sstable import SSTableError, lakefs_id, read_lakefs_file, read_sstable
