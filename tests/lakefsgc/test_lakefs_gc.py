@@ -70,6 +70,11 @@ class Lake:
 
 @pytest.fixture
 def lake(tmp_path: Path, spark) -> Iterator[Lake]:
+    yield from open_lake(tmp_path)
+
+
+def open_lake(tmp_path: Path) -> Iterator[Lake]:
+    """A repository on a local blockstore folder, behind a started stand-in."""
     blockstore = tmp_path / "blockstore"
     blockstore.mkdir()
     with running_standin(blockstore, uncommitted_page_size=2) as standin:
