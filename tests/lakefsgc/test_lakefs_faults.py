@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import one_error, snapshot
 from support.lakefs_sst import write_range
@@ -179,3 +180,31 @@ def test_an_s3_namespace_is_collected_as_a_local_one(tmp_path, spark, bucket):
         assert {k: f"lake/{a}" in keys for k, a in created.items()} == UNIFIED_GC_KEPT
         assert result["num_deleted_objects"] == 6
         assert f"lake/_lakefs/retention/gc/unified/{result['run_id']}/summary.json" in keys
+
+
+def test_a_tampered_mark_list_deletes_only_what_may_go(lake):
+    """A mark's deleted/ is a file in the namespace anyone with write access could edit: a sweep
+    of it never takes lakeFS's metadata, the root's dummy, a path that climbs out, or anything
+    referenced now, whatever the list says."""
+    import pyarrow as pa
+
+    created = unified_gc_scenario(lake.model, datetime.now(UTC))
+    (lake.blockstore / REPO / "dummy").write_bytes(b"x")
+    outside = lake.blockstore / "neighbour.txt"
+    outside.write_bytes(b"n")
+    mark = lake.gc("--min-age", "0s", "--mark-only", "--json").json()
+    tree = tree_files(lake)[0]
+    forged = [
+        f"_lakefs/{tree.name}",
+        "dummy",
+        "../neighbour.txt",
+        "data/../../neighbour.txt",
+        created["file_1"],  # committed, active
+        created["file_3"],  # uncommitted
+    ]
+    folder = lake.blockstore / REPO / "_lakefs/retention/gc/unified" / mark["run_id"] / "deleted"
+    pq.write_table(pa.table({"address": forged}), folder / "part-forged.parquet")
+    swept = lake.gc("--sweep", mark["run_id"], "--min-age", "0s", "--json").json()
+    assert swept["addresses"] == mark["addresses"]
+    assert tree.exists() and outside.exists() and (lake.blockstore / REPO / "dummy").exists()
+    assert lake.exists(created["file_1"]) and lake.exists(created["file_3"])

@@ -32,6 +32,8 @@ from lakegc.errors import InvalidArgument
 from lakegc.lakefs import report
 from lakegc.lakefs.client import Connection, LakeFS, Prepared
 from lakegc.lakefs.namespace import (
+    COLLECTABLE,
+    DUMMY,
     NamespaceFileError,
     active_metaranges,
     check_file_id,
@@ -177,9 +179,10 @@ class LakeFSCollector:
         """--sweep: the mark's `deleted/` as candidates, each object as it is now (gone: left out)."""
         stage.timed("reading the mark", plan.mark_id)
         marked = report.marked_addresses(spark, plan.storage, plan.mark_id or "")
-        found = stat_objects(spark, plan.storage, marked.selectExpr("address", "'marked' as slice"), plan.run.cutoff)
+        listed = marked.where(_collectable(marked.address)).selectExpr("address", "'marked' as slice")
+        found = stat_objects(spark, plan.storage, listed, plan.run.cutoff)
         tally = stage.tally_listing(found)
-        counts = stage.write_candidates(_unreferenced(found.select("address", "size", "mtime")))
+        counts = stage.write_candidates(_unreferenced(found.where(~found.young).select("address", "size", "mtime")))
         return Marked(tally, counts)
 
     def _committed(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage, known: set[str] | None) -> DataFrame:
@@ -247,8 +250,15 @@ def _unreferenced(objects: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return objects.select("address", "size", "mtime", F.lit(UNREFERENCED).alias("reason")).where(
-        F.col("address") != "dummy"
+        _collectable(F.col("address"))
     )
+
+
+def _collectable(address):  # type: ignore[no-untyped-def] - a Column
+    """`namespace.collectable` as a Spark condition."""
+    from pyspark.sql import functions as F
+
+    return address.rlike(COLLECTABLE) & (address != DUMMY) & ~F.concat(F.lit("/"), address, F.lit("/")).contains("/../")
 
 
 __all__ = ["LakeFSCollector", "LakeFSGcOptions", "run_lakefs_gc"]
