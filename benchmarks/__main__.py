@@ -8,7 +8,9 @@ contender; the stale files are written back in between) and runs as its own proc
 memory-sampled. Then the floor and a clean run on S1 a tenth the size, and on a tiny lake (the
 README demo's size). Two floors that delete nothing are timed too: reading and verifying every tree
 file of S1 in one process, and lakegc's Spark session with one Python task per core
-(docs/performance.md). `--cluster` also runs the clean run on a Spark standalone cluster (master and
+(docs/performance.md). Then delta-rs's full VACUUM against `lakegc delta gc` on a Delta table the
+size of S1, and `lakegc lakefs gc` on a lakeFS-format namespace the size of S1 (`benchmarks.lakefs`).
+`--cluster` also runs the clean run on a Spark standalone cluster (master and
 two workers on this machine), which must delete the same objects. `--sweep` repeats the clean run at
 several sizes and plots time and memory.
 """
@@ -26,6 +28,8 @@ from rich.table import Table
 
 from benchmarks.contenders import Results, run_all, run_sweep
 from benchmarks.delta import compare
+from benchmarks.lakefs import measure as measure_lakefs
+from benchmarks.lakefs import summary as lakefs_summary
 from benchmarks.measure import keep_caches
 from benchmarks.plot import plot_sweep
 
@@ -58,7 +62,8 @@ def main(
         keep_caches()
     shutil.rmtree(workdir, ignore_errors=True)
     results = run_all(scale, workdir, console, cluster)
-    figures = results.figures() | delta_figures(scale, workdir, console)
+    figures = results.figures() | delta_figures(scale, workdir, console) | lakefs_figures(scale, workdir, console)
+    figures["ratio_lakefs_clean"] = round(figures["lakefs_s"] / figures["lakegc_s"], 2)
     if as_json:
         print(json.dumps(figures))
     else:
@@ -68,6 +73,7 @@ def main(
             f"lakegc {figures['delta_lakegc_s']} s cold, {figures['delta_warm_s']} s through a warm engine "
             f"({figures['ratio_delta_warm_deltars']}x delta-rs)"
         )
+        console.print(f"{lakefs_summary(figures)}: {figures['ratio_lakefs_clean']}x lakegc's own clean S1 run")
     if sweep:
         rows = run_sweep([s * scale for s in SWEEP_SCALES], workdir, console, results)
         out.mkdir(parents=True, exist_ok=True)
@@ -77,6 +83,13 @@ def main(
         if not as_json:
             Console(width=130).print(_sweep_table(rows))
         console.print(f"plot: {out / 'sweep.png'}")
+
+
+def lakefs_figures(scale: float, workdir: Path, console: Console) -> dict:
+    """`lakegc lakefs gc` on a lakeFS-format namespace the size of S1 times `scale`
+    (`benchmarks.lakefs`), timed in the same invocation as lakegc's own S1 runs."""
+    objects = max(2_000, int(1_000_000 * scale))
+    return measure_lakefs(workdir, objects, objects // 20, console)
 
 
 def delta_figures(scale: float, workdir: Path, console: Console) -> dict:

@@ -69,6 +69,10 @@ FIGURES = {
     "delta_warm_s",
     "ratio_delta_deltars",
     "ratio_delta_warm_deltars",
+    "lakefs_objects",
+    "lakefs_s",
+    "lakefs_deleted",
+    "ratio_lakefs_clean",
 }
 
 
@@ -138,6 +142,8 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     assert figures["ratio_clean_warm_deltars"] == round(figures["clean_warm_s"] / figures["deltars_s"], 2)
     assert figures["ratio_delta_warm_deltars"] == round(figures["delta_warm_s"] / figures["delta_deltars_s"], 2)
     assert figures["delta_files"] == 2_000
+    assert (figures["lakefs_objects"], figures["lakefs_deleted"]) == (2_000, 100)  # exactly the leftovers
+    assert figures["ratio_lakefs_clean"] == round(figures["lakefs_s"] / figures["lakegc_s"], 2)
     assert figures["ratio_floor"] == round(figures["lakegc_s"] / figures["floor_s"], 2)
     assert figures["ratio_second_clean"] == round(figures["second_clean_s"] / figures["lakegc_s"], 3)
     assert 0 < figures["spark_jobs_clean"] <= 6 and 0 < figures["spark_jobs_incremental"] <= 4
