@@ -89,7 +89,6 @@ def test_a_tree_that_cannot_be_trusted_deletes_nothing(lake, tamper):
     [
         ("get_repository", 404, "404"),
         ("get_repository", 401, "401"),
-        ("get_gc_rules", 500, "gc_rules answered 500"),
         ("prepare_uncommitted", 500, "prepare_uncommited answered 500"),
         ("get_meta_range", 404, "meta_range"),
         ("get_meta_range", 500, "meta_range"),
@@ -102,6 +101,28 @@ def test_an_api_error_deletes_nothing(lake, endpoint, status, needle):
     lake.standin.fail(endpoint, status)
     one_error(lake.gc("--min-age", "0s", ok=False), needle)
     assert data(lake) == before
+
+
+def test_no_gc_rules_is_only_what_lakefs_says(lake):
+    """Every commit is live only when lakeFS says the repository has no rules: its async task fails
+    and the rules answer 404, or the blocking prepare answers 404 (a server without the async
+    form). The rules answering 500 then is a failure, not "no rules"."""
+    model = lake.model
+    kept = model.upload(REPO, "main", "kept")
+    model.commit(REPO, "main")
+    model.delete(REPO, "main", "kept")
+    model.commit(REPO, "main")
+    model.create_branch(REPO, "tmp", "main")
+    left = model.upload(REPO, "tmp", "never-committed")
+    model.reset_branch(REPO, "tmp")
+    before = data(lake)
+    lake.standin.fail("get_gc_rules", 500)
+    one_error(lake.gc("--min-age", "0s", ok=False), "gc_rules answered 500")
+    assert data(lake) == before
+    lake.standin.clear_faults()
+    lake.standin.fail("prepare_commits_async", 404)  # no async form: the blocking prepare answers 404
+    assert lake.gc("--min-age", "0s", "--json").json()["addresses"] == [left]
+    assert lake.exists(kept) and lake.standin.calls["prepare_commits"] >= 1
 
 
 def test_both_prepare_forms_failing_deletes_nothing_and_one_failing_falls_back(lake):
@@ -194,7 +215,10 @@ def test_a_tampered_mark_list_deletes_only_what_may_go(lake):
     outside.write_bytes(b"n")
     mark = lake.gc("--min-age", "0s", "--mark-only", "--json").json()
     tree = tree_files(lake)[0]
+    fresh = "data/fresh/upload-in-flight"  # written after the mark: not what it judged
+    lake.model.repo(REPO).ns.put(fresh, b"f")
     forged = [
+        fresh,
         f"_lakefs/{tree.name}",
         "dummy",
         "../neighbour.txt",
@@ -204,7 +228,7 @@ def test_a_tampered_mark_list_deletes_only_what_may_go(lake):
     ]
     folder = lake.blockstore / REPO / "_lakefs/retention/gc/unified" / mark["run_id"] / "deleted"
     pq.write_table(pa.table({"address": forged}), folder / "part-forged.parquet")
-    swept = lake.gc("--sweep", mark["run_id"], "--min-age", "0s", "--json").json()
+    swept = lake.gc("--sweep", mark["run_id"], "--json").json()
     assert swept["addresses"] == mark["addresses"]
     assert tree.exists() and outside.exists() and (lake.blockstore / REPO / "dummy").exists()
-    assert lake.exists(created["file_1"]) and lake.exists(created["file_3"])
+    assert lake.exists(created["file_1"]) and lake.exists(created["file_3"]) and lake.exists(fresh)

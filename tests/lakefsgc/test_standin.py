@@ -8,6 +8,7 @@ import base64
 import csv
 import io
 import json
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -57,7 +58,7 @@ def test_get_repository_and_unknown_repository(lakefs: StandIn):
     repo = lakefs_sdk.RepositoriesApi(client(lakefs)).get_repository("repo")
     assert (repo.id, repo.default_branch, repo.storage_namespace) == ("repo", "main", "local://lake/repo")
     assert (repo.storage_id, repo.read_only) == ("", False)
-    assert abs(repo.creation_date - NOW.timestamp()) < 60
+    assert abs(repo.creation_date - time.time()) < 600  # made during this test (a loaded machine: minutes)
     assert error_of(lambda: lakefs_sdk.RepositoriesApi(client(lakefs)).get_repository("nope")) == (
         404,
         {"message": "repository not found"},
@@ -113,8 +114,8 @@ def test_prepare_commits_on_s3_answers_201_with_a_presigned_url(tmp_path: Path, 
         key = f"lake/_lakefs/retention/gc/commits/run_id={run.run_id}/commits.csv"
         assert run.gc_commits_location == f"s3://{bucket.name}/{key}"
         assert run.gc_addresses_location == f"{bucket.ns}/_lakefs/retention/gc/addresses/"
-        descending = (64060588800 - NOW.timestamp()) % 2**32  # xid keeps 32 bits of seconds
-        assert abs(xid_time(run.run_id).timestamp() - descending) < 60
+        descending = (64060588800 - time.time()) % 2**32  # xid keeps 32 bits of seconds
+        assert abs(xid_time(run.run_id).timestamp() - descending) < 600
         stored = bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read().decode()
         with urllib.request.urlopen(run.gc_commits_presigned_url) as response:
             assert response.read().decode() == stored
@@ -189,7 +190,7 @@ def test_prepare_uncommitted_pages_with_continuation_tokens(lakefs: StandIn):
         assert table.num_rows <= 2
         rows += table.to_pylist()
     assert {r["physical_address"] for r in rows} == expected and len(rows) == 5
-    assert all(abs(r["creation_date"] - NOW.timestamp()) < 60 for r in rows) and inside.address_type == FULL
+    assert all(abs(r["creation_date"] - time.time()) < 600 for r in rows) and inside.address_type == FULL
     assert error_of(
         lambda: internal.prepare_garbage_collection_uncommitted(
             "repo", lakefs_sdk.PrepareGCUncommittedRequest(continuation_token="%%")

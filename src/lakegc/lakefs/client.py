@@ -116,30 +116,33 @@ class LakeFS:
 
     def prepare_commits(self, timeout_s: float = PREPARE_TIMEOUT_S) -> Prepared:
         """`commits.csv` of the active commits; location None when the repository has no GC rules
-        (lakeFS answers 404 to them, or to the blocking prepare: then every commit is live). The
-        asynchronous prepare answers a repository without rules with a task that fails, so the
-        rules are asked first."""
-        if not self.has_gc_rules():
-            return Prepared("", None)
+        (then every commit is live). The asynchronous prepare first, as lakeFS's client; the
+        blocking one when the server answers it 500 (lakeFS's client's fallback) or 404 (a server
+        without it). No rules is only ever what lakeFS says: the blocking prepare's 404, or a failed
+        task of a repository whose rules answer 404."""
         try:
             prepared = self._prepare_commits_async(timeout_s)
         except _Status as status:
-            if status.code == _NOT_FOUND:
-                return Prepared("", None)
-            if status.code != _SERVER_ERROR:
+            if status.code not in (_NOT_FOUND, _SERVER_ERROR):
                 raise status.error from None
-            call = f"POST /repositories/{self.repository}/gc/prepare_commits"
-            try:
-                with self._asking(call, statuses=True):
-                    prepared = self.internal.prepare_garbage_collection_commits(self.repository, **_timeout())
-            except _Status as blocking:
-                if blocking.code == _NOT_FOUND:
-                    return Prepared("", None)
-                raise blocking.error from None
+            prepared = self._prepare_commits_blocking()
+        if prepared is None:
+            return Prepared("", None)
         call = "prepare_commits"
         return Prepared(prepared.run_id or "", _answered(call, prepared.gc_commits_location, "a commits location"))
 
+    def _prepare_commits_blocking(self) -> Any:
+        call = f"POST /repositories/{self.repository}/gc/prepare_commits"
+        try:
+            with self._asking(call, statuses=True):
+                return self.internal.prepare_garbage_collection_commits(self.repository, **_timeout())
+        except _Status as blocking:
+            if blocking.code == _NOT_FOUND:
+                return None
+            raise blocking.error from None
+
     def _prepare_commits_async(self, timeout_s: float) -> Any:
+        """The async prepare's result, polled to completion; None: the repository has no rules."""
         call = f"POST /repositories/{self.repository}/gc/prepare_commits/async"
         with self._asking(call, statuses=True):
             task = self.internal.prepare_garbage_collection_commits_async(self.repository, **_timeout())
@@ -150,9 +153,11 @@ class LakeFS:
             with self._asking(status_call):
                 status = self.internal.prepare_garbage_collection_commits_status(self.repository, task_id, **_timeout())
             if status.completed:
-                if status.error is not None:
-                    raise LakeFSError(f"lakeFS {status_call}: the task failed: {_message(status.error)}")
-                return _answered(status_call, status.result, "a result")
+                if status.error is None:
+                    return _answered(status_call, status.result, "a result")
+                if not self.has_gc_rules():  # lakeFS fails the task of a repository without rules
+                    return None
+                raise LakeFSError(f"lakeFS {status_call}: the task failed: {_message(status.error)}")
             if time.monotonic() > deadline:
                 raise LakeFSError(f"lakeFS {status_call}: not completed after {timeout_s:.0f}s")
             time.sleep(pause)

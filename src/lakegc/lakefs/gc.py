@@ -16,7 +16,7 @@ first, as `do_mark=false` with a mark id.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lakegc.connectors.protected import connector_protected
@@ -118,28 +118,28 @@ class LakeFSCollector:
         runs_location = self.given.runs_location or default_runs_location()
         check_root(location, "namespace", connector_protected(self.given.metastore, runs_location))
         storage = open_location(location, "namespace")
-        if mark_id:
-            report.check_mark(storage, mark_id)
+        mark_cutoff = report.check_mark(storage, mark_id) if mark_id else None
         uncommitted = None if mark_id else lakefs.prepare_uncommitted()
         now = utcnow()
+        cutoff = mark_cutoff or now - options.min_age  # a sweep: what its mark listed was older than the mark's
         run = replace(
-            self.given.plan("lakefs", f"{self.repository} ({namespace})", now, now - options.min_age, runs_location),
+            self.given.plan("lakefs", f"{self.repository} ({namespace})", now, cutoff, runs_location),
             mark_only=options.mark_only and not self.given.dry_run,
             run_id=check_run_id(uncommitted.run_id) if uncommitted else new_run_id(now),
-            settings=self._settings(lakefs, namespace, mark_id, now),
+            settings=self._settings(lakefs, namespace, mark_id, cutoff),
         )
         prefixes = namespace_prefixes(namespace, location)
         return LakeFSPlan(run, lakefs, storage, namespace, prefixes, uncommitted, mark_id)
 
-    def _settings(self, lakefs: LakeFS, namespace: str, mark_id: str | None, now) -> dict[str, str]:
+    def _settings(self, lakefs: LakeFS, namespace: str, mark_id: str | None, cutoff: datetime) -> dict[str, str]:
         mode = "sweep of mark " + mark_id if mark_id else "mark only" if self.options.mark_only else "mark and sweep"
-        age = self.options.min_age
+        age = "the mark's" if mark_id else duration_text(self.options.min_age.total_seconds())
         return {
             "lakeFS": lakefs.endpoint,
             "repository": self.repository,
             "namespace": namespace,
             "mode": mode,
-            "min age": f"{duration_text(age.total_seconds())} (objects modified before {shown_time(now - age)})",
+            "min age": f"{age} (objects modified before {shown_time(cutoff)})",
         }
 
     def mark(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:

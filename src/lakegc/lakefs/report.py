@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -39,8 +39,10 @@ def report_folder(run_id: str) -> str:
     return f"{UNIFIED}/{run_id}"
 
 
-def check_mark(storage: Storage, mark_id: str) -> None:
-    """Refuse to sweep a mark that does not exist or did not succeed (as lakeFS's client does)."""
+def check_mark(storage: Storage, mark_id: str) -> datetime:
+    """Refuse to sweep a mark that does not exist or did not succeed (as lakeFS's client does);
+    returns its cutoff: an object modified since was written after the mark judged it (or was
+    never what the mark listed), and is kept."""
     key = f"{report_folder(mark_id)}/summary.json"
     try:
         summary = json.loads(storage.read(key))
@@ -50,6 +52,11 @@ def check_mark(storage: Storage, mark_id: str) -> None:
         raise MarkError(f"mark {mark_id}: {key} is not a lakeFS GC summary ({exc})") from None
     if not isinstance(summary, dict) or summary.get("success") is not True:
         raise MarkError(f"mark {mark_id} is of a failed run: nothing of it is swept")
+    try:
+        cutoff = datetime.fromisoformat(str(summary.get("cutoff_time")).replace("Z", "+00:00"))
+    except ValueError:
+        raise MarkError(f"mark {mark_id}: {key} has no cutoff_time lakegc can read") from None
+    return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
 
 
 def marked_addresses(spark: SparkSession, storage: Storage, mark_id: str) -> DataFrame:
