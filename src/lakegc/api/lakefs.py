@@ -15,6 +15,8 @@ from lakegc.settings import load_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakegc.lakefs.window import Restored
+
 KIND = "lakefs"
 
 
@@ -28,6 +30,7 @@ def lakefs_gc(
     min_age: Duration = "1d",
     mark_only: bool = False,
     sweep: str | None = None,
+    quarantine: Duration | None = None,
     dry_run: bool = False,
     max_deletes: int | None = None,
     max_delete_rate: float | None = None,
@@ -44,11 +47,13 @@ def lakefs_gc(
     entry references (lakeFS's prepare_commits and prepare_uncommited say which), re-checked with
     lakeFS before each delete. The endpoint and credentials default to lakectl's variables.
     `mark_only` writes lakeFS's report and deletes nothing; `sweep` (a mark's run id) deletes what
-    that mark listed."""
+    that mark listed. `quarantine`: a restore window (objects are moved under the namespace's
+    `_lakegc/quarantine/<run_id>/` for that long, `lakefs_restore` puts them back)."""
     from lakegc.lakefs.gc import LakeFSGcOptions, run_lakefs_gc
 
+    window = duration(quarantine) if quarantine is not None else None
     options = LakeFSGcOptions(
-        endpoint, access_key_id, secret_access_key, local_path, duration(min_age), mark_only, sweep
+        endpoint, access_key_id, secret_access_key, local_path, duration(min_age), mark_only, sweep, window
     )
     given = _run_options(dry_run, runs_location, metastore, master, remote, conf, max_deletes, max_delete_rate)
     return run_lakefs_gc(repository, options, given, progress, spark=spark)
@@ -75,3 +80,14 @@ def lakefs_addresses(
         spark = spark_session(settings.master(None), settings.spark_conf(None))
     folder = connector_folder(KIND, found.run_id, runs_location=runs_location)
     return address_list(spark, folder, swept=found.state is RunState.SWEPT)
+
+
+def lakefs_restore(run_id: str, *, path_glob: str | None = None, runs_location: str | None = None) -> Restored:
+    """Move a lakeFS GC run's quarantined objects (those whose address matches `path_glob`) back to
+    their addresses, while its restore window lasts; an address holding an object again keeps it."""
+    from lakegc.engine.listing import open_location
+    from lakegc.lakefs.gc import STORAGE
+    from lakegc.lakefs.window import restore
+
+    found = connector_run(KIND, run_id, runs_location=runs_location)
+    return restore(open_location(found.settings[STORAGE], "namespace"), found.run_id, path_glob)

@@ -44,6 +44,12 @@ def gc(
     sweep: str | None = typer.Option(
         None, "--sweep", metavar="RUN_ID", help="Delete what that successful mark listed (re-checked first)."
     ),
+    quarantine: str | None = typer.Option(
+        None,
+        "--quarantine",
+        metavar="DURATION",
+        help="A restore window: move the objects under _lakegc/quarantine/RUN_ID/ for this long instead of deleting.",
+    ),
     max_deletes: int | None = MAX_DELETES,
     max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
@@ -64,6 +70,7 @@ def gc(
             min_age=parse_duration(min_age),
             mark_only=mark_only,
             sweep=sweep,
+            quarantine=parse_duration(quarantine) if quarantine is not None else None,
             dry_run=dry_run,
             max_deletes=max_deletes,
             max_delete_rate=max_delete_rate,
@@ -80,6 +87,24 @@ def gc(
         output.emit_json_with_list(doc, "addresses", lakefs_api.lakefs_addresses(run.run_id, runs_location=runs))
         return
     output.print_run(run, as_json)
+
+
+@app.command(
+    "restore",
+    help="Move a run's quarantined objects back to their addresses (while its restore window lasts).",
+    epilog="Example: lakegc lakefs restore 5c0ffee --path 'data/g01*'",
+)
+def restore(
+    run_id: str = RUN_ID,
+    path: str | None = typer.Option(None, "--path", metavar="GLOB", help="Only addresses matching GLOB."),
+    runs: str | None = RUNS,
+    as_json: bool = JSON,
+) -> None:
+    done = lakefs_api.lakefs_restore(run_id, path_glob=path, runs_location=runs)
+    if as_json:
+        output.emit_json(done.to_json())
+        return
+    output.table("", "", rows=[["restored", done.restored], ["kept (an object is there again)", done.kept]])
 
 
 @app.command("runs", help="lakeFS GC runs, newest first.", epilog="Example: lakegc lakefs runs example-repo --json")

@@ -29,7 +29,7 @@ from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, new_run_id
 from lakegc.errors import InvalidArgument
-from lakegc.lakefs import report
+from lakegc.lakefs import report, window
 from lakegc.lakefs.client import Connection, LakeFS, Prepared
 from lakegc.lakefs.namespace import (
     COLLECTABLE,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from lakegc.storage import Storage
 
 DEFAULT_MIN_AGE = timedelta(days=1)
+STORAGE = "namespace at"  # the run's setting naming where the namespace was opened
 UNREFERENCED = "unreferenced"
 
 
@@ -67,6 +68,7 @@ class LakeFSGcOptions:
     min_age: timedelta = DEFAULT_MIN_AGE
     mark_only: bool = False
     sweep: str | None = None  # a mark's run id: delete what it listed
+    quarantine: timedelta | None = None  # a restore window: move instead of delete, for this long
 
 
 def run_lakefs_gc(
@@ -109,6 +111,8 @@ class LakeFSCollector:
             raise InvalidArgument("--mark-only and --sweep RUN_ID are two halves of a run: give one")
         if options.min_age < timedelta(0):
             raise InvalidArgument("--min-age must not be negative")
+        if options.quarantine is not None and options.quarantine < timedelta(0):
+            raise InvalidArgument("--quarantine must not be negative")
         mark_id = check_run_id(options.sweep) if options.sweep else None
         lakefs = LakeFS(
             Connection.resolve(options.endpoint, options.access_key_id, options.secret_access_key), self.repository
@@ -126,20 +130,24 @@ class LakeFSCollector:
             self.given.plan("lakefs", f"{self.repository} ({namespace})", now, cutoff, runs_location),
             mark_only=options.mark_only and not self.given.dry_run,
             run_id=check_run_id(uncommitted.run_id) if uncommitted else new_run_id(now),
-            settings=self._settings(lakefs, namespace, mark_id, cutoff),
+            settings={"namespace": namespace, **self._settings(lakefs, storage, mark_id, cutoff)},
         )
         prefixes = namespace_prefixes(namespace, location)
         return LakeFSPlan(run, lakefs, storage, namespace, prefixes, uncommitted, mark_id)
 
-    def _settings(self, lakefs: LakeFS, namespace: str, mark_id: str | None, cutoff: datetime) -> dict[str, str]:
+    def _settings(self, lakefs: LakeFS, storage: Storage, mark_id: str | None, cutoff: datetime) -> dict[str, str]:
+        """The run's options as people read them (`storage` is also where a restore finds the
+        namespace)."""
         mode = "sweep of mark " + mark_id if mark_id else "mark only" if self.options.mark_only else "mark and sweep"
         age = "the mark's" if mark_id else duration_text(self.options.min_age.total_seconds())
+        window = self.options.quarantine
         return {
             "lakeFS": lakefs.endpoint,
             "repository": self.repository,
-            "namespace": namespace,
+            STORAGE: storage.uri,
             "mode": mode,
             "min age": f"{age} (objects modified before {shown_time(cutoff)})",
+            "restore window": duration_text(window.total_seconds()) if window else "none",
         }
 
     def mark(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:
@@ -229,13 +237,32 @@ class LakeFSCollector:
         timed("deleting objects")
         budget = stage.budget
         to_delete = stage.within_budget(spark, stage.read(spark, "to_delete"))
+        quarantine = self._window(plan, stage)
         results = delete_objects(
-            spark, plan.storage, to_delete, max_deletes=budget.max_deletes, max_rate=budget.max_rate
+            spark,
+            plan.storage,
+            to_delete,
+            max_deletes=budget.max_deletes,
+            max_rate=budget.max_rate,
+            quarantine=quarantine,
         )
         swept = Swept(stage.record_deletes(results), sent)
         if not plan.mark_id:
             report.write(spark, plan, stage, "deleted", success=not swept.deletes.failed)
         return swept
+
+    def _window(self, plan: LakeFSPlan, stage: Stage) -> str | None:
+        """Purge the restore windows that have passed; open this run's, when it has one (the folder
+        its objects move to)."""
+        now, storage, details = utcnow(), plan.storage, stage.run.details
+        purged = sum(window.purge(storage, run_id) for run_id in window.expired(storage, now))
+        if purged:
+            details["objects purged from passed restore windows"] = purged
+        if not self.options.quarantine:
+            return None
+        until = now + self.options.quarantine
+        details["restore window until"] = shown_time(until)
+        return window.open_window(storage, stage.run.run_id, until)
 
 
 def _check_location(plan: LakeFSPlan, metarange: str) -> None:

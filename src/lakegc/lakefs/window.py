@@ -1,0 +1,124 @@
+"""The restore window of `lakegc lakefs gc --quarantine DURATION`: what a run collects is moved under
+`_lakegc/quarantine/<run_id>/` in the namespace instead of being deleted, and stays there until
+the window passes; `lakegc lakefs restore RUN_ID` moves it back. lakeFS never looks there (its GC
+lists `data/` and the root's files), so a quarantined object reads as gone to lakeFS's clients, as
+a deleted one does, until it is restored.
+
+Each quarantine has a marker beside its folder, `_lakegc/quarantine/<run_id>.json` (`until`),
+written before anything moves: a run that dies mid-move still leaves a window a later run purges.
+Every later sweep purges the quarantines whose window has passed; a restore after that is a clear
+error naming what is gone.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lakegc.engine.delete import QUARANTINE_PREFIX, quarantine_folder
+from lakegc.errors import LakegcError, NotFound, ObjectNotFound
+
+if TYPE_CHECKING:
+    from lakegc.storage import Storage
+
+_MOVES = 1_000  # objects moved back per request
+
+
+class QuarantineGone(NotFound):
+    """The quarantine of a run no longer exists: its window passed and it was purged, or it never
+    held anything."""
+
+
+@dataclass(frozen=True)
+class Restored:
+    restored: int  # moved back to their addresses
+    kept: int  # not moved back: something is at the address again (never replaced)
+
+    def to_json(self) -> dict[str, int]:
+        return {"restored": self.restored, "kept": self.kept}
+
+
+def marker_key(run_id: str) -> str:
+    return f"{QUARANTINE_PREFIX}{run_id}.json"
+
+
+def open_window(storage: Storage, run_id: str, until: datetime) -> str:
+    """Write the quarantine's marker (before anything moves); returns the folder objects move to."""
+    storage.write(marker_key(run_id), json.dumps({"run_id": run_id, "until": until.isoformat()}).encode())
+    return quarantine_folder(run_id)
+
+
+def expired(storage: Storage, now: datetime) -> list[str]:
+    """The run ids whose quarantine window has passed (a marker lakegc cannot read: kept, and not
+    purged, since its window is unknown)."""
+    found = []
+    for info in storage.list(QUARANTINE_PREFIX, recursive=False):
+        name = info.key.removeprefix(QUARANTINE_PREFIX)
+        if not name.endswith(".json"):
+            continue
+        try:
+            until = datetime.fromisoformat(json.loads(storage.read(info.key))["until"])
+        except (ValueError, KeyError, TypeError, ObjectNotFound):
+            continue
+        if until <= now:
+            found.append(name.removesuffix(".json"))
+    return sorted(found)
+
+
+def purge(storage: Storage, run_id: str) -> int:
+    """Delete a quarantine whose window passed: its objects, then its marker (last, so a purge that
+    dies is finished by the next). Returns how many objects went."""
+    folder, count = quarantine_folder(run_id), 0
+    batch: list[str] = []
+    for info in storage.list(folder):
+        batch.append(info.key)
+        if len(batch) == _MOVES:
+            count += _deleted(storage, batch)
+            batch = []
+    count += _deleted(storage, batch) if batch else 0
+    storage.delete_many([marker_key(run_id)])
+    return count
+
+
+def _deleted(storage: Storage, keys: list[str]) -> int:
+    outcomes = storage.delete_many(keys)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise LakegcError(f"could not purge {failed[0].key}: {failed[0].error}")
+    return len(outcomes)
+
+
+def restore(storage: Storage, run_id: str, path_glob: str | None = None) -> Restored:
+    """Move a run's quarantined objects (those whose address matches `path_glob`, when given) back
+    to their addresses; an address that holds an object again keeps it."""
+    folder = quarantine_folder(run_id)
+    if not storage.exists(marker_key(run_id)):
+        raise QuarantineGone(
+            f"run {run_id} has no quarantine: its restore window passed and it was purged, or it had none"
+        )
+    restored = kept = 0
+    moves: list[tuple[str, str]] = []
+    for info in storage.list(folder):
+        address = info.key.removeprefix(folder)
+        if path_glob and not fnmatch.fnmatchcase(address, path_glob):
+            continue
+        if storage.exists(address):
+            kept += 1
+            continue
+        moves.append((info.key, address))
+        if len(moves) == _MOVES:
+            restored += _moved(storage, moves)
+            moves = []
+    restored += _moved(storage, moves) if moves else 0
+    return Restored(restored, kept)
+
+
+def _moved(storage: Storage, moves: list[tuple[str, str]]) -> int:
+    outcomes = storage.move_many(moves)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise LakegcError(f"could not restore {failed[0].key}: {failed[0].error}")
+    return len(outcomes)
