@@ -5,6 +5,7 @@ scenario on a real S3-API server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,9 @@ from conftest import one_error, snapshot
 from support.lakefs_sst import write_range
 from test_lakefs_gc import REPO, UNIFIED_GC_KEPT, Lake, open_lake, unified_gc_scenario
 
+from lakegc.lakefs.entries import metarange_ranges
 from lakegc.lakefs.namespace import FILE_ID
+from lakegc.lakefs.sstable import read_sstable
 
 
 @pytest.fixture
@@ -232,3 +235,79 @@ def test_a_tampered_mark_list_deletes_only_what_may_go(lake):
     assert swept["addresses"] == mark["addresses"]
     assert tree.exists() and outside.exists() and (lake.blockstore / REPO / "dummy").exists()
     assert lake.exists(created["file_1"]) and lake.exists(created["file_3"]) and lake.exists(fresh)
+
+
+def test_a_last_uncommitted_page_that_wrote_nothing_keeps_what_earlier_pages_wrote(lake):
+    model = lake.model
+    model.empty_last_page = True
+    staged = [model.upload(REPO, "main", f"staged-{i}") for i in range(3)]  # pages of 2: two files, then none
+    result = lake.gc("--min-age", "0s", "--json").json()
+    assert result["addresses"] == [] and all(lake.exists(a) for a in staged)
+
+
+def test_an_object_committed_during_the_recheck_is_kept(lake, monkeypatch):
+    """The sweep asks for uncommitted objects first, then commits: an object staged again after
+    the mark and committed while the sweep asks is in one answer or the other."""
+    created = unified_gc_scenario(lake.model, datetime.now(UTC))
+    mark = lake.gc("--min-age", "0s", "--mark-only", "--json").json()
+    lake.model.stage(REPO, "main", "again/file_7", created["file_7"])
+    original, committed = lake.model.prepare_commits, []
+
+    def then_commit(repo: str):
+        answer = original(repo)
+        if not committed:
+            committed.append(lake.model.commit(REPO, "main"))
+        return answer
+
+    monkeypatch.setattr(lake.model, "prepare_commits", then_commit)
+    swept = lake.gc("--sweep", mark["run_id"], "--json").json()
+    assert committed and lake.exists(created["file_7"])
+    assert created["file_7"] not in swept["addresses"]
+
+
+@pytest.mark.parametrize("content", [b"", b"commit_id,expired,metarange_id\n"])
+def test_an_empty_commits_file_deletes_nothing(lake, monkeypatch, content):
+    unified_gc_scenario(lake.model, datetime.now(UTC))
+    before = data(lake)
+    original = lake.model.prepare_commits
+
+    def emptied(repo: str):
+        answer = original(repo)
+        lake.model.repo(repo).ns.put(_key(lake, answer), content)
+        return answer
+
+    monkeypatch.setattr(lake.model, "prepare_commits", emptied)
+    one_error(lake.gc("--min-age", "0s", ok=False), "commits file")
+    assert data(lake) == before
+
+
+def test_without_rules_missing_trees_delete_nothing(lake):
+    """No rules: every range file in _lakefs/ is read, and a range a metarange names must be there;
+    a namespace with no _lakefs/ at all is not lakeFS's (a wrong --local-path)."""
+    model = lake.model
+    model.upload(REPO, "main", "kept")
+    model.commit(REPO, "main")
+    before = data(lake)
+    head = model.repo(REPO).commits[model.resolve(REPO, "main")].metarange_id
+    folder = lake.blockstore / REPO / "_lakefs"
+    table = read_sstable((folder / head).read_bytes(), head)
+    (folder / next(metarange_ranges(table, head)).range_id).unlink()
+    one_error(lake.gc("--min-age", "0s", ok=False), "is missing")
+    assert data(lake) == before
+    import shutil
+
+    shutil.rmtree(lake.blockstore / REPO / "_lakefs")
+    one_error(lake.gc("--min-age", "0s", ok=False), "no _lakefs/")
+    assert data(lake) == before
+
+
+def test_an_empty_or_forged_sweep_is_refused(lake):
+    created = unified_gc_scenario(lake.model, datetime.now(UTC))
+    before = data(lake)
+    one_error(lake.gc("--sweep", "", ok=False), "run id")
+    mark = lake.gc("--min-age", "0s", "--mark-only", "--json").json()
+    summary = lake.blockstore / REPO / "_lakefs/retention/gc/unified" / mark["run_id"] / "summary.json"
+    doc = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**doc, "cutoff_time": "2999-01-01T00:00:00Z"}))
+    one_error(lake.gc("--sweep", mark["run_id"], ok=False), "cutoff_time")
+    assert data(lake) == before and len(created) == 10

@@ -68,7 +68,7 @@ def test_the_active_commits_metaranges_are_kept_and_the_expired_left():
         f"c1,false,{M1}\nc2,true,{M2}\nc3,false,{M1}\nc0,false,\n"  # c0: the first commit, no tree
     ).encode()
     assert active_metaranges(csv, "commits.csv") == [M1]
-    assert active_metaranges(b"commit_id,expired,metarange_id\n", "commits.csv") == []
+    assert active_metaranges(b"commit_id,expired,metarange_id\nc0,false,\n", "commits.csv") == []
 
 
 @pytest.mark.parametrize(
@@ -77,6 +77,8 @@ def test_the_active_commits_metaranges_are_kept_and_the_expired_left():
         b"commit,gone,tree\nc1,false,x\n",  # another header
         b"commit_id,expired,metarange_id\nc1,maybe,x\n",  # neither true nor false
         b"\xff\xfe not text",
+        b"",  # lakeFS always writes the header
+        b"commit_id,expired,metarange_id\n",  # and at least every branch's head
     ],
 )
 def test_a_commits_file_lakegc_cannot_read_fails_the_run(content):

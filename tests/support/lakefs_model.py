@@ -125,6 +125,9 @@ class Model:
         self.local_path = local_path
         self.range_size = range_size
         self.uncommitted_page_size = uncommitted_page_size  # stands for lakeFS's ugc.prepare_max_file_size
+        # lakeFS also cuts a page by time (ugc.prepare_interval): a page may then write nothing, and
+        # answer no location, while earlier ones did. True: one such page comes last.
+        self.empty_last_page = False
         self.repos: dict[str, Repository] = {}
         self._partition: tuple[str, datetime, int] | None = None
 
@@ -361,6 +364,8 @@ class Model:
             ]
         page, rest = rows[: self.uncommitted_page_size], rows[self.uncommitted_page_size :]
         next_mark = {"branch": rest[0][0], "path": rest[0][1], "run_id": run_id, "key": ""} if rest else None
+        if next_mark is None and page and self.empty_last_page:
+            next_mark = {"branch": "\U0010ffff", "path": "", "run_id": run_id, "key": ""}  # past every branch
         if not page:
             return run_id, "", next_mark
         table = pa.table(

@@ -27,7 +27,7 @@ def lakefs_gc(
     access_key_id: str | None = None,
     secret_access_key: str | None = None,
     local_path: str | None = None,
-    min_age: Duration = "1d",
+    min_age: Duration | None = None,
     mark_only: bool = False,
     sweep: str | None = None,
     quarantine: Duration | None = None,
@@ -53,7 +53,14 @@ def lakefs_gc(
 
     window = duration(quarantine) if quarantine is not None else None
     options = LakeFSGcOptions(
-        endpoint, access_key_id, secret_access_key, local_path, duration(min_age), mark_only, sweep, window
+        endpoint,
+        access_key_id,
+        secret_access_key,
+        local_path,
+        duration(min_age) if min_age is not None else None,
+        mark_only,
+        sweep,
+        window,
     )
     given = _run_options(dry_run, runs_location, metastore, master, remote, conf, max_deletes, max_delete_rate)
     return run_lakefs_gc(repository, options, given, progress, spark=spark)

@@ -38,7 +38,12 @@ def gc(
     local_path: str | None = typer.Option(
         None, "--local-path", metavar="DIR", help="lakeFS's blockstore.local.path, for local:// namespaces."
     ),
-    min_age: str = typer.Option("1d", "--min-age", metavar="DURATION", help="Objects modified more recently are kept."),
+    min_age: str | None = typer.Option(
+        None,
+        "--min-age",
+        metavar="DURATION",
+        help="Objects modified more recently are kept (default 1d; a sweep keeps to its mark's cutoff).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, write no lakeFS report."),
     mark_only: bool = typer.Option(False, "--mark-only", help="Mark and write lakeFS's report; delete nothing."),
     sweep: str | None = typer.Option(
@@ -67,7 +72,7 @@ def gc(
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
             local_path=local_path,
-            min_age=parse_duration(min_age),
+            min_age=parse_duration(min_age) if min_age is not None else None,
             mark_only=mark_only,
             sweep=sweep,
             quarantine=parse_duration(quarantine) if quarantine is not None else None,

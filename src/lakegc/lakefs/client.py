@@ -164,18 +164,23 @@ class LakeFS:
             pause = min(pause * 2, 15.0)
 
     def prepare_uncommitted(self) -> Prepared:
-        """The uncommitted objects' Parquet files, every page written (the last answer's location)."""
+        """The uncommitted objects' Parquet files, every page written. A page that wrote nothing
+        answers no location (lakeFS sets it only when it wrote a file), so the folder is the one the
+        pages that wrote name: all the same, as is the run id, or the run fails."""
         import lakefs_sdk
 
         call = f"POST /repositories/{self.repository}/gc/prepare_uncommited"
         token: str | None = None
+        run_ids, locations = set(), set()
         for _ in range(1_000_000):
             request = lakefs_sdk.PrepareGCUncommittedRequest(continuation_token=token)
             with self._asking(call):
                 answer = self.internal.prepare_garbage_collection_uncommitted(self.repository, request, **_timeout())
+            run_ids.add(_answered(call, answer.run_id, "a run id"))
+            locations.update([answer.gc_uncommitted_location] if answer.gc_uncommitted_location else [])
             token = answer.continuation_token
             if not token:
-                return Prepared(_answered(call, answer.run_id, "a run id"), answer.gc_uncommitted_location or None)
+                return Prepared(*_one_run(call, run_ids, locations))
         raise LakeFSError(f"lakeFS {call}: continuation tokens never ended")
 
     def metarange_location(self, metarange_id: str) -> str:
@@ -217,6 +222,13 @@ class _Status(Exception):
     def __init__(self, code: int, error: LakeFSError):
         super().__init__(str(error))
         self.code, self.error = code, error
+
+
+def _one_run(call: str, run_ids: set[str], locations: set[str]) -> tuple[str, str | None]:
+    """The run id and folder every page of one prepare run named."""
+    if len(run_ids) > 1 or len({location.rstrip("/") for location in locations}) > 1:
+        raise LakeFSError(f"lakeFS {call}: its pages named different runs or folders ({sorted(run_ids)[:2]})")
+    return run_ids.pop(), (sorted(locations)[0] if locations else None)
 
 
 def _answered(call: str, value: T | None, what: str) -> T:

@@ -15,7 +15,7 @@ first, as `do_mark=false` with a mark id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ from lakegc.lakefs.client import Connection, LakeFS, Prepared
 from lakegc.lakefs.namespace import (
     COLLECTABLE,
     DUMMY,
+    METADATA,
     NamespaceFileError,
     active_metaranges,
     check_file_id,
@@ -65,7 +66,7 @@ class LakeFSGcOptions:
     access_key_id: str | None = None
     secret_access_key: str | None = None
     local_path: str | None = None  # lakeFS's blockstore.local.path, for local:// namespaces
-    min_age: timedelta = DEFAULT_MIN_AGE
+    min_age: timedelta | None = None  # None: 1d for a mark; a sweep keeps to its mark's cutoff
     mark_only: bool = False
     sweep: str | None = None  # a mark's run id: delete what it listed
     quarantine: timedelta | None = None  # a restore window: move instead of delete, for this long
@@ -91,6 +92,7 @@ class LakeFSPlan:
     prefixes: tuple[str, ...]  # how addresses and locations inside it start (`namespace_prefixes`)
     uncommitted: Prepared | None  # the mark's (None for --sweep: the sweep asks itself)
     mark_id: str | None  # --sweep: the mark whose list is swept
+    trees_read: set[str] = field(default_factory=set)  # tree files this run has read: a re-check reads others
 
     @property
     def trees(self) -> Trees:
@@ -107,13 +109,13 @@ class LakeFSCollector:
 
     def plan(self) -> LakeFSPlan:
         options = self.options
-        if options.mark_only and options.sweep:
+        if options.mark_only and options.sweep is not None:
             raise InvalidArgument("--mark-only and --sweep RUN_ID are two halves of a run: give one")
-        if options.min_age < timedelta(0):
+        if options.min_age is not None and options.min_age < timedelta(0):
             raise InvalidArgument("--min-age must not be negative")
         if options.quarantine is not None and options.quarantine < timedelta(0):
             raise InvalidArgument("--quarantine must not be negative")
-        mark_id = check_run_id(options.sweep) if options.sweep else None
+        mark_id = check_run_id(options.sweep) if options.sweep is not None else None  # "" is refused
         lakefs = LakeFS(
             Connection.resolve(options.endpoint, options.access_key_id, options.secret_access_key), self.repository
         )
@@ -125,7 +127,7 @@ class LakeFSCollector:
         mark_cutoff = report.check_mark(storage, mark_id) if mark_id else None
         uncommitted = None if mark_id else lakefs.prepare_uncommitted()
         now = utcnow()
-        cutoff = mark_cutoff or now - options.min_age  # a sweep: what its mark listed was older than the mark's
+        cutoff = _cutoff(now, options.min_age, mark_cutoff)
         run = replace(
             self.given.plan("lakefs", f"{self.repository} ({namespace})", now, cutoff, runs_location),
             mark_only=options.mark_only and not self.given.dry_run,
@@ -139,7 +141,8 @@ class LakeFSCollector:
         """The run's options as people read them (`storage` is also where a restore finds the
         namespace)."""
         mode = "sweep of mark " + mark_id if mark_id else "mark only" if self.options.mark_only else "mark and sweep"
-        age = "the mark's" if mark_id else duration_text(self.options.min_age.total_seconds())
+        age = duration_text(self.options.min_age.total_seconds()) if self.options.min_age is not None else "the default"
+        age = "the mark's" if mark_id and self.options.min_age is None else age
         window = self.options.quarantine
         return {
             "lakeFS": lakefs.endpoint,
@@ -158,7 +161,8 @@ class LakeFSCollector:
                 return self._marked_list(spark, plan, stage)
             return self._mark(spark, plan, stage)
         except Exception:
-            report.failed(plan, stage.run)
+            if not plan.mark_id:  # a sweep of a mark writes no report of its own
+                report.failed(plan, stage.run)
             raise
 
     def _mark(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Marked:
@@ -168,7 +172,7 @@ class LakeFSCollector:
         listed = list_folders(spark, storage, listing_folders(data_dirs), plan.run.cutoff).persist()
         listing = listed.where(listed.address != "dummy")
         tally = stage.tally_listing(listing)
-        committed = self._committed(spark, plan, stage, known=None)
+        committed = self._committed(spark, plan, stage)
         timed("reading the uncommitted objects")
         uncommitted = plan.uncommitted or Prepared("", None)
         folder = key_of(uncommitted.location, plan.prefixes, "uncommitted files") if uncommitted.location else None
@@ -193,26 +197,19 @@ class LakeFSCollector:
         counts = stage.write_candidates(_unreferenced(found.where(~found.young).select("address", "size", "mtime")))
         return Marked(tally, counts)
 
-    def _committed(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage, known: set[str] | None) -> DataFrame:
-        """The committed addresses; the trees read are kept with the run (a sweep reads only those
-        it did not). `known`: trees already read (the re-check's)."""
-        timed, trees = stage.timed, plan.trees
-        timed("asking lakeFS for the active commits")
+    def _committed(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> DataFrame:
+        """The addresses the active commits' trees name, reading only the range files this run has
+        not read yet (a re-check reads what changed since the mark)."""
+        stage.timed("asking lakeFS for the active commits")
         prepared = plan.lakefs.prepare_commits()
-        if prepared.location is None:  # no GC rules: every commit is live, every range file counts
-            files = [f for f in metadata_files(plan.storage) if f not in (known or ())]
-            report.keep_trees(stage, files)
-            timed("reading every tree (no GC rules: every commit is live)", f"{len(files)} files")
-            return trees.addresses(spark, files, typed_only=True)
-        key = key_of(prepared.location, plan.prefixes, "the commits file")
-        metaranges = active_metaranges(plan.storage.read(key), key)
-        timed("reading the active commits' trees", f"{len(metaranges)} metaranges")
-        for metarange in metaranges:  # lakeFS must know each tree, kept where lakegc reads it
-            _check_location(plan, metarange)
-        ranges = [r["range_id"] for r in trees.range_ids(spark, metaranges).collect()]  # tree ids: a short list
-        fresh = sorted(set(ranges) - (known or set()))
-        report.keep_trees(stage, fresh)
-        return trees.addresses(spark, fresh)
+        ranges = (
+            _every_range(spark, plan, stage)
+            if prepared.location is None
+            else _active_ranges(spark, plan, stage, prepared)
+        )
+        fresh = sorted(set(ranges) - plan.trees_read)
+        plan.trees_read.update(fresh)
+        return plan.trees.addresses(spark, fresh)
 
     def sweep(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Swept:
         """Ask lakeFS again and keep what is referenced now, then delete."""
@@ -224,11 +221,12 @@ class LakeFSCollector:
             raise
 
     def _sweep(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> Swept:
+        """Uncommitted first, then commits (as the mark): an object committed between the two is in
+        the commits asked second."""
         timed = stage.timed
-        known = report.trees_read(stage)
-        committed = self._committed(spark, plan, stage, known)
         timed("asking lakeFS for the uncommitted objects again")
         again = plan.lakefs.prepare_uncommitted()
+        committed = self._committed(spark, plan, stage)
         folder = key_of(again.location, plan.prefixes, "uncommitted files") if again.location else None
         staged = uncommitted_addresses(spark, plan.storage, folder, plan.prefixes)
         timed("re-checking the candidates", f"{stage.run.num_candidates} candidates")
@@ -263,6 +261,45 @@ class LakeFSCollector:
         until = now + self.options.quarantine
         details["restore window until"] = shown_time(until)
         return window.open_window(storage, stage.run.run_id, until)
+
+
+def _cutoff(now: datetime, min_age: timedelta | None, mark_cutoff: datetime | None) -> datetime:
+    """Objects modified at or after the cutoff are never taken: a mark's, now less --min-age (1d by
+    default); a sweep's, its mark's (what the mark listed was older), or the earlier of that and
+    now less --min-age when given."""
+    if mark_cutoff is None:
+        return now - (DEFAULT_MIN_AGE if min_age is None else min_age)
+    return mark_cutoff if min_age is None else min(mark_cutoff, now - min_age)
+
+
+def _active_ranges(spark: SparkSession, plan: LakeFSPlan, stage: Stage, prepared: Prepared) -> list[str]:
+    """The ranges of the active commits' metaranges (`commits.csv`), each metarange known to lakeFS
+    where lakegc reads it."""
+    key = key_of(prepared.location or "", plan.prefixes, "the commits file")
+    metaranges = active_metaranges(plan.storage.read(key), key)
+    stage.timed("reading the active commits' trees", f"{len(metaranges)} metaranges")
+    for metarange in metaranges:
+        _check_location(plan, metarange)
+    return [r["range_id"] for r in plan.trees.range_ids(spark, metaranges).collect()]  # tree ids: a short list
+
+
+def _every_range(spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> list[str]:
+    """No GC rules: every commit is live, so every range file in `_lakefs/` counts (as lakeFS's
+    client reads them), and none may be missing: a range a metarange there names must be there."""
+    storage = plan.storage
+    if next(iter(storage.list(METADATA)), None) is None:
+        raise NamespaceFileError(
+            f"{storage.uri} has no _lakefs/: not where lakeFS keeps this repository's metadata (--local-path?)"
+        )
+    files = metadata_files(storage)
+    stage.timed("reading every tree (no GC rules: every commit is live)", f"{len(files)} files")
+    kinds = plan.trees.kinds(spark, files)
+    missing = sorted({r for _, kind, named in kinds if kind == "metaranges" for r in named} - set(files))
+    if missing:
+        raise NamespaceFileError(
+            f"lakeFS range {missing[0]} is missing (_lakefs/{missing[0]}), yet a metarange names it"
+        )
+    return [file_id for file_id, kind, _ in kinds if kind == "ranges"]
 
 
 def _check_location(plan: LakeFSPlan, metarange: str) -> None:

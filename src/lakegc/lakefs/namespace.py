@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from pathlib import PurePosixPath
 
@@ -35,13 +36,16 @@ class NamespaceFileError(LakegcError):
 
 
 def namespace_location(storage_namespace: str, local_path: str | None) -> str:
-    """Where lakegc opens the namespace: an s3:// URI, or a folder for lakeFS's local blockstore."""
+    """Where lakegc opens the namespace: an s3:// URI, or a folder for lakeFS's local blockstore
+    (never outside `local_path`, which is taken absolute, as lakeFS's answers name it)."""
     if storage_namespace.startswith("s3://"):
         return storage_namespace.rstrip("/")
     if storage_namespace.startswith("local://"):
         path = storage_namespace.removeprefix("local://").rstrip("/")
+        if ".." in path.split("/"):
+            raise InvalidArgument(f"storage namespace {storage_namespace} climbs out of its blockstore")
         if local_path:
-            return str(PurePosixPath(local_path) / path.lstrip("/"))
+            return str(PurePosixPath(os.path.abspath(local_path)) / path.lstrip("/"))
         if not path.startswith("/"):
             raise InvalidArgument(
                 f"storage namespace {storage_namespace} is under lakeFS's blockstore.local.path: give --local-path DIR"
@@ -112,11 +116,14 @@ def active_metaranges(content: bytes, name: str) -> list[str]:
     """The metaranges of the active commits in lakeFS's `commits.csv` (header
     `commit_id,expired,metarange_id`), distinct and sorted: the trees GC must keep."""
     try:
-        rows = list(csv.DictReader(io.StringIO(content.decode("utf-8"))))
+        reader = csv.DictReader(io.StringIO(content.decode("utf-8")))
+        rows = list(reader)
     except (UnicodeDecodeError, csv.Error) as exc:
         raise NamespaceFileError(f"lakeFS commits file {name}: {exc}") from None
-    if rows and not {"commit_id", "expired", "metarange_id"} <= set(rows[0]):
+    if not {"commit_id", "expired", "metarange_id"} <= set(reader.fieldnames or ()):
         raise NamespaceFileError(f"lakeFS commits file {name}: no commit_id,expired,metarange_id header")
+    if not rows:  # every branch's head is active: lakeFS always lists some
+        raise NamespaceFileError(f"lakeFS commits file {name} lists no commit (a truncated file?)")
     active = set()
     for number, row in enumerate(rows, start=2):
         expired, metarange = (row.get("expired") or "").strip().lower(), (row.get("metarange_id") or "").strip()

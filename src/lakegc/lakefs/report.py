@@ -13,9 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
-from lakegc.engine.arrowio import read_parquet, write_counted, write_driver_parquet
+from lakegc.engine.arrowio import read_parquet, write_counted
 from lakegc.engine.columns import CANDIDATES, DELETES, ddl
 from lakegc.errors import LakegcError, ObjectNotFound
 
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
     from lakegc.storage import Storage
 
 UNIFIED = "_lakefs/retention/gc/unified"
-TREES = "trees.parquet"  # in the run folder: the metaranges' ranges (or _lakefs/ files) the run read
 
 
 class MarkError(LakegcError):
@@ -52,11 +49,18 @@ def check_mark(storage: Storage, mark_id: str) -> datetime:
         raise MarkError(f"mark {mark_id}: {key} is not a lakeFS GC summary ({exc})") from None
     if not isinstance(summary, dict) or summary.get("success") is not True:
         raise MarkError(f"mark {mark_id} is of a failed run: nothing of it is swept")
+    cutoff, started = _time(summary, "cutoff_time"), _time(summary, "start_time")
+    if cutoff is None or (started is not None and cutoff > started) or cutoff > datetime.now(UTC):
+        raise MarkError(f"mark {mark_id}: {key} has no cutoff_time before its start lakegc can trust")
+    return cutoff
+
+
+def _time(summary: dict, field: str) -> datetime | None:
     try:
-        cutoff = datetime.fromisoformat(str(summary.get("cutoff_time")).replace("Z", "+00:00"))
+        when = datetime.fromisoformat(str(summary.get(field)).replace("Z", "+00:00"))
     except ValueError:
-        raise MarkError(f"mark {mark_id}: {key} has no cutoff_time lakegc can read") from None
-    return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC)
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def marked_addresses(spark: SparkSession, storage: Storage, mark_id: str) -> DataFrame:
@@ -105,24 +109,6 @@ def _deleted(spark: SparkSession, stage: Stage) -> DataFrame:
     if not parts:
         return stage.read(spark, "candidates").where("false")
     return read_parquet(spark, folder.storage, parts, ddl(DELETES)).where("deleted").select(*CANDIDATES.names)
-
-
-def keep_trees(stage: Stage, ids: list[str]) -> None:
-    """Add the tree files a run read to its folder (the re-check reads only others)."""
-    known = trees_read(stage) or set()
-    rows = pa.record_batch([pa.array(sorted(known | set(ids)), pa.string())], names=["id"])
-    write_driver_parquet(stage.folder.storage, stage.folder.key(TREES), [rows], rows.schema)
-
-
-def trees_read(stage: Stage) -> set[str] | None:
-    import pyarrow.parquet as pq
-
-    storage = stage.folder.storage
-    key = stage.folder.key(TREES)
-    if not storage.exists(key):
-        return None
-    with storage.open_read(key) as f:
-        return set(pq.read_table(f).column("id").to_pylist())
 
 
 def address_list(spark: SparkSession, stage_folder, swept: bool):

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from lakegc.storage import Storage
 
 ADDRESSES = "address string"
+KINDS = "id string, kind string, named array<string>"
+_KINDS = pa.schema([("id", pa.string()), ("kind", pa.string()), ("named", pa.list_(pa.string()))])
 RANGE_IDS = "range_id string"
 
 
@@ -72,26 +74,43 @@ class Trees:
 
         return work_items(spark, len(ids), parallelism(spark) * 2).mapInArrow(read, RANGE_IDS).distinct()
 
-    def addresses(self, spark: SparkSession, ranges: list[str], typed_only: bool = False) -> DataFrame:
-        """Every address the `ranges` name inside the namespace (read on the executors, each once).
-        `typed_only`: files found by listing `_lakefs/`, of which only range files count."""
+    def addresses(self, spark: SparkSession, ranges: list[str]) -> DataFrame:
+        """Every address the `ranges` name inside the namespace (read on the executors, each once)."""
         from lakegc.engine.tasks import parallelism, work_items
 
         def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for index in batch.column(0).to_pylist():
-                    yield self._range_batch(ranges[index], typed_only)
+                    yield self._range_batch(ranges[index])
 
         return work_items(spark, len(ranges), parallelism(spark) * 4).mapInArrow(read, ADDRESSES)
 
-    def _range_batch(self, range_id: str, typed_only: bool) -> pa.RecordBatch:
-        from lakegc.lakefs.entries import kind_of, range_entries
+    def _range_batch(self, range_id: str) -> pa.RecordBatch:
+        from lakegc.lakefs.entries import range_entries
 
-        table = self.read(range_id, None if typed_only else "ranges")
-        if typed_only and (kind_of(table, range_id) != "ranges" or "entity" in table.properties):
-            return pa.RecordBatch.from_arrays([pa.array([], pa.string())], names=["address"])
+        table = self.read(range_id, "ranges")
         found = [relative_address(e.address, e.address_type, self.prefixes) for e in range_entries(table, range_id)]
         return pa.RecordBatch.from_arrays([pa.array([a for a in found if a], pa.string())], names=["address"])
+
+    def kinds(self, spark: SparkSession, files: list[str]) -> list[tuple[str, str, list[str]]]:
+        """Each tree file's kind ("ranges", "metaranges", or "other": a file lakeFS's client skips,
+        such as an entity file) and, for a metarange, the ranges it names (read on the executors,
+        each checked; a short list: one row per file)."""
+        from lakegc.engine.tasks import parallelism, work_items
+        from lakegc.lakefs.entries import kind_of, metarange_ranges
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                rows = []
+                for index in batch.column(0).to_pylist():
+                    table = self.read(files[index], None)
+                    kind = "other" if "entity" in table.properties else kind_of(table, files[index])
+                    named = [r.range_id for r in metarange_ranges(table, files[index])] if kind == "metaranges" else []
+                    rows.append({"id": files[index], "kind": kind, "named": named})
+                yield pa.RecordBatch.from_pylist(rows, schema=_KINDS)
+
+        found = work_items(spark, len(files), parallelism(spark) * 2).mapInArrow(read, KINDS)
+        return [(r["id"], r["kind"], list(r["named"])) for r in found.collect()]
 
 
 def metadata_files(storage: Storage) -> list[str]:

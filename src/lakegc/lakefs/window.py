@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from lakegc.engine.delete import QUARANTINE_PREFIX, quarantine_folder
 from lakegc.errors import LakegcError, NotFound, ObjectNotFound
+from lakegc.lakefs.namespace import RUN_ID
 
 if TYPE_CHECKING:
     from lakegc.storage import Storage
@@ -56,15 +57,15 @@ def expired(storage: Storage, now: datetime) -> list[str]:
     purged, since its window is unknown)."""
     found = []
     for info in storage.list(QUARANTINE_PREFIX, recursive=False):
-        name = info.key.removeprefix(QUARANTINE_PREFIX)
-        if not name.endswith(".json"):
+        run_id = info.key.removeprefix(QUARANTINE_PREFIX).removesuffix(".json")
+        if not info.key.endswith(".json") or not RUN_ID.fullmatch(run_id):
             continue
         try:
             until = datetime.fromisoformat(json.loads(storage.read(info.key))["until"])
         except (ValueError, KeyError, TypeError, ObjectNotFound):
             continue
-        if until <= now:
-            found.append(name.removesuffix(".json"))
+        if until.tzinfo is not None and until <= now:  # a window without a zone is unknown: kept
+            found.append(run_id)
     return sorted(found)
 
 
