@@ -16,6 +16,39 @@ from lakegc.timeutil import parse_duration
 app = new_app("GC for a lakeFS installation: a repository's namespace, decided as lakeFS's own GC does.")
 
 
+# -- lakefs gc's own options (module level: the command reads as what it does)
+ENDPOINT = typer.Option(
+    None,
+    "--endpoint",
+    metavar="URL",
+    help="lakeFS's URL, with or without /api/v1 (default $LAKECTL_SERVER_ENDPOINT_URL).",
+)
+ACCESS_KEY_ID = typer.Option(None, "--access-key-id", metavar="ID", help="Default $LAKECTL_CREDENTIALS_ACCESS_KEY_ID.")
+SECRET_ACCESS_KEY = typer.Option(
+    None, "--secret-access-key", metavar="KEY", help="Default $LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY."
+)
+LOCAL_PATH = typer.Option(
+    None, "--local-path", metavar="DIR", help="lakeFS's blockstore.local.path, for local:// namespaces."
+)
+MIN_AGE = typer.Option(
+    None,
+    "--min-age",
+    metavar="DURATION",
+    help="Objects modified more recently are kept (default 1d; a sweep keeps to its mark's cutoff).",
+)
+DRY_RUN = typer.Option(False, "--dry-run", help="Report; delete nothing, write no lakeFS report.")
+MARK_ONLY = typer.Option(False, "--mark-only", help="Mark and write lakeFS's report; delete nothing.")
+SWEEP = typer.Option(
+    None, "--sweep", metavar="RUN_ID", help="Delete what that successful mark listed (re-checked first)."
+)
+QUARANTINE = typer.Option(
+    None,
+    "--quarantine",
+    metavar="DURATION",
+    help="A restore window: move the objects under _lakegc/quarantine/RUN_ID/ for this long instead of deleting.",
+)
+
+
 @app.command(
     "gc",
     epilog="Example: lakegc lakefs gc example-repo --endpoint https://lakefs.example.com --mark-only --json",
@@ -23,38 +56,15 @@ app = new_app("GC for a lakeFS installation: a repository's namespace, decided a
 def gc(
     ctx: typer.Context,
     repository: str = typer.Argument(..., metavar="REPOSITORY", help="The lakeFS repository."),
-    endpoint: str | None = typer.Option(
-        None,
-        "--endpoint",
-        metavar="URL",
-        help="lakeFS's URL, with or without /api/v1 (default $LAKECTL_SERVER_ENDPOINT_URL).",
-    ),
-    access_key_id: str | None = typer.Option(
-        None, "--access-key-id", metavar="ID", help="Default $LAKECTL_CREDENTIALS_ACCESS_KEY_ID."
-    ),
-    secret_access_key: str | None = typer.Option(
-        None, "--secret-access-key", metavar="KEY", help="Default $LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY."
-    ),
-    local_path: str | None = typer.Option(
-        None, "--local-path", metavar="DIR", help="lakeFS's blockstore.local.path, for local:// namespaces."
-    ),
-    min_age: str | None = typer.Option(
-        None,
-        "--min-age",
-        metavar="DURATION",
-        help="Objects modified more recently are kept (default 1d; a sweep keeps to its mark's cutoff).",
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report; delete nothing, write no lakeFS report."),
-    mark_only: bool = typer.Option(False, "--mark-only", help="Mark and write lakeFS's report; delete nothing."),
-    sweep: str | None = typer.Option(
-        None, "--sweep", metavar="RUN_ID", help="Delete what that successful mark listed (re-checked first)."
-    ),
-    quarantine: str | None = typer.Option(
-        None,
-        "--quarantine",
-        metavar="DURATION",
-        help="A restore window: move the objects under _lakegc/quarantine/RUN_ID/ for this long instead of deleting.",
-    ),
+    endpoint: str | None = ENDPOINT,
+    access_key_id: str | None = ACCESS_KEY_ID,
+    secret_access_key: str | None = SECRET_ACCESS_KEY,
+    local_path: str | None = LOCAL_PATH,
+    min_age: str | None = MIN_AGE,
+    dry_run: bool = DRY_RUN,
+    mark_only: bool = MARK_ONLY,
+    sweep: str | None = SWEEP,
+    quarantine: str | None = QUARANTINE,
     max_deletes: int | None = MAX_DELETES,
     max_delete_rate: float | None = MAX_DELETE_RATE,
     runs: str | None = RUNS,
