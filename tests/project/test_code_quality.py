@@ -32,6 +32,8 @@ LAYERS = {
     "repo": {"engine.guard", "errors", "metastore", "retention", "settings", "storage", "timeutil", "uri"},
     "repogc": {"engine", "errors", "failures", "metastore", "repo", "retention", "storage", "timeutil"},
     "connectors": {"engine", "errors", "failures", "metastore", "redact", "repo", "settings", "storage", "timeutil"},
+    # a real lakeFS installation: a collector like the connectors', sharing their guard list and runs folder
+    "lakefs": {"connectors.protected", "connectors.runs", "engine", "errors", "redact", "storage", "timeutil"},
 }
 
 

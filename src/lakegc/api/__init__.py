@@ -44,6 +44,7 @@ from lakegc.api.connectors import (
     delta_gc,
     iceberg_gc,
 )
+from lakegc.api.lakefs import lakefs_addresses, lakefs_gc, lakefs_restore, lakefs_runs
 from lakegc.api.repository import (
     REPOSITORY_REASONS,
     candidates,
@@ -102,6 +103,11 @@ __all__ = [
     "connector_run",
     "connector_folder",
     "connector_candidates",
+    # a real lakeFS installation's repository (lakegc.api.lakefs)
+    "lakefs_gc",
+    "lakefs_addresses",
+    "lakefs_restore",
+    "lakefs_runs",
     # shared (lakegc.api.common)
     "open_lake",
     "duration",

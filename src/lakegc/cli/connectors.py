@@ -11,7 +11,19 @@ import typer
 from lakegc import api
 from lakegc.cli import output
 from lakegc.cli.group import new_app
-from lakegc.cli.options import CONF, JSON, LIMIT, MASTER, MAX_DELETE_RATE, REMOTE, RUN_ID, on_spark, state
+from lakegc.cli.options import (
+    CONF,
+    JSON,
+    LIMIT,
+    MASTER,
+    MAX_DELETE_RATE,
+    MAX_DELETES,
+    REMOTE,
+    RUN_ID,
+    RUNS,
+    on_spark,
+    state,
+)
 from lakegc.cli.progress import progress
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
@@ -20,15 +32,6 @@ from lakegc.timeutil import parse_duration
 catalog_app = new_app("GC for an IOx-style catalog: its parquet_file table and the object store it names.")
 iceberg_app = new_app("GC for Iceberg tables: expire snapshots, then delete files no table references.")
 delta_app = new_app("GC for Delta Lake tables: a full VACUUM, deciding as delta-rs does, on Spark.")
-
-RUNS = typer.Option(
-    None,
-    "--runs",
-    metavar="LOCATION",
-    help="Folder or s3:// prefix of the connector's run folders (default $LAKEGC_HOME/runs, or the "
-    "settings file's runs).",
-)
-
 
 # -- iceberg gc's own options (module level: the command reads as what it does) -----------------------
 ICEBERG_CATALOG = typer.Option(
@@ -54,10 +57,6 @@ PREFIX_MISMATCH = typer.Option(
     "--prefix-mismatch",
     case_sensitive=False,
     help="A file referenced under another scheme or authority: error (stop), ignore (keep) or delete.",
-)
-# every connector run's budget: what it leaves, its next run judges again and deletes
-MAX_DELETES = typer.Option(
-    None, "--max-deletes", metavar="N", min=0, help="Stop after N files; the next run deletes the rest."
 )
 
 

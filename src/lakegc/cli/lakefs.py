@@ -7,9 +7,20 @@ import typer
 from lakegc import api
 from lakegc.api import lakefs as lakefs_api
 from lakegc.cli import output
-from lakegc.cli.connectors import MAX_DELETES, RUNS
 from lakegc.cli.group import new_app
-from lakegc.cli.options import CONF, JSON, LIMIT, MASTER, MAX_DELETE_RATE, REMOTE, RUN_ID, on_spark, state
+from lakegc.cli.options import (
+    CONF,
+    JSON,
+    LIMIT,
+    MASTER,
+    MAX_DELETE_RATE,
+    MAX_DELETES,
+    REMOTE,
+    RUN_ID,
+    RUNS,
+    on_spark,
+    state,
+)
 from lakegc.cli.progress import progress
 from lakegc.timeutil import parse_duration
 

@@ -125,3 +125,17 @@ def same_repo(a: str, b: str) -> None:
     """Two URIs of one command must name one repository."""
     if a != b:
         output.fail(f"both URIs must name the same repository ({a!r} vs {b!r})")
+
+
+# -- the connectors' runs (lakegc iceberg|delta|catalog|lakefs) ------------------------------------
+RUNS = typer.Option(
+    None,
+    "--runs",
+    metavar="LOCATION",
+    help="Folder or s3:// prefix of the connector's run folders (default $LAKEGC_HOME/runs, or the "
+    "settings file's runs).",
+)
+# every connector run's budget: what it leaves, its next run judges again and deletes
+MAX_DELETES = typer.Option(
+    None, "--max-deletes", metavar="N", min=0, help="Stop after N files; the next run deletes the rest."
+)
