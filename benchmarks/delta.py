@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.measure import Measured, keep_caches, run
+from benchmarks.measure import Measured, keep_caches, run, write_aged
 
 FOLDERS = 1000
 AGE_S = 30 * 86_400
@@ -51,10 +51,10 @@ def build(table: Path, files: int, stale: int, console: Console) -> None:
     adds = []
     for i in range(files - stale):
         key = _key(i, "live")
-        _write(table / key, when)
+        write_aged(table / key, when)
         adds.append(AddAction(key, 8, {"p": key[2:5]}, int(when * 1000), True, ""))
     for i in range(stale):
-        _write(table / _key(i, "stale"), when)
+        write_aged(table / _key(i, "stale"), when)
     create_table_with_add_actions(
         str(table), Schema([Field("p", "string"), Field("value", "string")]), adds, mode="error", partition_by=["p"]
     )
@@ -66,22 +66,11 @@ def build(table: Path, files: int, stale: int, console: Console) -> None:
 def restore_stale(table: Path, stale: int) -> None:
     when = time.time() - AGE_S
     for i in range(stale):
-        _write(table / _key(i, "stale"), when)
+        write_aged(table / _key(i, "stale"), when)
 
 
 def _key(i: int, kind: str) -> str:
     return f"p={i % FOLDERS:03d}/{kind}-{i:07d}.parquet"
-
-
-def _write(path: Path, when: float) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.write(fd, b"01234567")
-    os.close(fd)
-    os.utime(path, (when, when))
 
 
 def check(table: Path, files: int, stale: int) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmarks.measure import Measured, keep_caches, run
+from benchmarks.measure import Measured, keep_caches, run, write_aged
 
 FOLDERS = 1000
 RANGE_ENTRIES = 50_000
@@ -35,17 +35,6 @@ REPO = "repo1"
 
 def _address(i: int, kind: str) -> str:
     return f"data/g{i % FOLDERS:04d}/{kind}{i:08d}"
-
-
-def _write(path: Path, when: float) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.write(fd, b"01234567")
-    os.close(fd)
-    os.utime(path, (when, when))
 
 
 @contextmanager
@@ -63,11 +52,11 @@ def standin(blockstore: Path, objects: int, stale: int, console: Console) -> Ite
         namespace = blockstore / REPO
         for i in range(objects - stale):
             address = _address(i, "c")
-            _write(namespace / address, when)
+            write_aged(namespace / address, when)
             model.stage(REPO, "main", f"tables/t{i % FOLDERS:03d}/part-{i:08d}.parquet", address, size=8)
         model.commit(REPO, "main")
         for i in range(stale):
-            _write(namespace / _address(i, "s"), when)
+            write_aged(namespace / _address(i, "s"), when)
         console.print(f"built the lakeFS namespace: {objects:,} objects in {time.monotonic() - started:.0f} s")
         yield lakefs
 

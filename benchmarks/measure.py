@@ -36,6 +36,19 @@ class Measured:
 _drop_caches = True
 
 
+def write_aged(path: Path, when: float) -> None:
+    """An 8-byte file at `path` (its folder made when missing), modified at `when` (epoch seconds):
+    the lakes the benchmarks build are old, as GC's lakes are."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, b"01234567")
+    os.close(fd)
+    os.utime(path, (when, when))
+
+
 def keep_caches() -> None:
     """For quick runs (the smoke test): start contenders with whatever is cached. Dropping caches
     also slows everything else the machine is running."""
