@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,7 +25,7 @@ KEY_VARIABLE = "LAKECTL_CREDENTIALS_ACCESS_KEY_ID"
 SECRET_VARIABLE = "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY"
 API_PATH = "/api/v1"
 PREPARE_TIMEOUT_S = 1200.0  # as lakeFS's own client waits for prepare_commits
-_REQUEST_TIMEOUT_S = 120.0
+_TIMEOUT = {"_request_timeout": 120.0}  # seconds, on every call
 _NOT_FOUND, _SERVER_ERROR = 404, 500
 
 T = TypeVar("T")
@@ -94,7 +94,7 @@ class LakeFS:
 
         call = f"GET /repositories/{self.repository}"
         with self._asking(call):
-            repo = lakefs_sdk.RepositoriesApi(self.client).get_repository(self.repository, **_timeout())
+            repo = lakefs_sdk.RepositoriesApi(self.client).get_repository(self.repository, **_TIMEOUT)
         return _answered(call, repo.storage_namespace, "a storage namespace")
 
     def has_gc_rules(self) -> bool:
@@ -106,7 +106,7 @@ class LakeFS:
         try:
             with self._asking(call, statuses=True):
                 lakefs_sdk.RepositoriesApi(self.client).get_gc_rules_with_http_info(
-                    self.repository, _preload_content=False, **_timeout()
+                    self.repository, _preload_content=False, **_TIMEOUT
                 )
         except _Status as status:
             if status.code == _NOT_FOUND:
@@ -135,7 +135,7 @@ class LakeFS:
         call = f"POST /repositories/{self.repository}/gc/prepare_commits"
         try:
             with self._asking(call, statuses=True):
-                return self.internal.prepare_garbage_collection_commits(self.repository, **_timeout())
+                return self.internal.prepare_garbage_collection_commits(self.repository, **_TIMEOUT)
         except _Status as blocking:
             if blocking.code == _NOT_FOUND:
                 return None
@@ -145,13 +145,13 @@ class LakeFS:
         """The async prepare's result, polled to completion; None: the repository has no rules."""
         call = f"POST /repositories/{self.repository}/gc/prepare_commits/async"
         with self._asking(call, statuses=True):
-            task = self.internal.prepare_garbage_collection_commits_async(self.repository, **_timeout())
+            task = self.internal.prepare_garbage_collection_commits_async(self.repository, **_TIMEOUT)
         task_id = _answered(call, task.id, "a task id")
         deadline, pause = time.monotonic() + timeout_s, 0.05
         status_call = f"GET /repositories/{self.repository}/gc/prepare_commits/status?id={task_id}"
         while True:
             with self._asking(status_call):
-                status = self.internal.prepare_garbage_collection_commits_status(self.repository, task_id, **_timeout())
+                status = self.internal.prepare_garbage_collection_commits_status(self.repository, task_id, **_TIMEOUT)
             if status.completed:
                 if status.error is None:
                     return _answered(status_call, status.result, "a result")
@@ -175,7 +175,7 @@ class LakeFS:
         for _ in range(1_000_000):
             request = lakefs_sdk.PrepareGCUncommittedRequest(continuation_token=token)
             with self._asking(call):
-                answer = self.internal.prepare_garbage_collection_uncommitted(self.repository, request, **_timeout())
+                answer = self.internal.prepare_garbage_collection_uncommitted(self.repository, request, **_TIMEOUT)
             run_ids.add(_answered(call, answer.run_id, "a run id"))
             locations.update([answer.gc_uncommitted_location] if answer.gc_uncommitted_location else [])
             token = answer.continuation_token
@@ -188,7 +188,7 @@ class LakeFS:
 
         call = f"GET /repositories/{self.repository}/metadata/meta_range/{metarange_id}"
         with self._asking(call):
-            uri = lakefs_sdk.MetadataApi(self.client).get_meta_range(self.repository, metarange_id, **_timeout())
+            uri = lakefs_sdk.MetadataApi(self.client).get_meta_range(self.repository, metarange_id, **_TIMEOUT)
         return _answered(call, uri.location, "a location")
 
     def close(self) -> None:
@@ -251,7 +251,3 @@ def _message(error: Any) -> str:
             return first_line(str(message))
     message = getattr(error, "message", None) or getattr(error, "reason", None) or str(error)
     return first_line(str(message))
-
-
-def _timeout() -> dict[str, Callable[..., Any] | float]:
-    return {"_request_timeout": _REQUEST_TIMEOUT_S}

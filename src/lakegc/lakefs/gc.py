@@ -319,7 +319,9 @@ def _unreferenced(objects: DataFrame) -> DataFrame:
 
 
 def _collectable(address):  # type: ignore[no-untyped-def] - a Column
-    """`namespace.collectable` as a Spark condition."""
+    """Whether a key may be a candidate at all, as a Spark condition: an object of `data/` or a
+    file of the root, never the root's `dummy`, never `_lakefs/`, never a path that climbs (a
+    mark's list is a file anyone with write access to the namespace could have edited)."""
     from pyspark.sql import functions as F
 
     return address.rlike(COLLECTABLE) & (address != DUMMY) & ~F.concat(F.lit("/"), address, F.lit("/")).contains("/../")

@@ -102,14 +102,7 @@ def listing_folders(data_dirs: list[str]) -> list[Folder]:
     ]
 
 
-COLLECTABLE = r"^(data/[^/].*|[^/]+)$"  # under data/, or a file directly in the root
-
-
-def collectable(key: str) -> bool:
-    """Whether a key may be a candidate at all: an object of `data/` or a file of the root, never
-    the root's `dummy`, never `_lakefs/`, never a path that climbs (a mark's list is a file anyone
-    with write access to the namespace could have edited)."""
-    return bool(re.match(COLLECTABLE, key)) and key != DUMMY and ".." not in key.split("/")
+COLLECTABLE = r"^(data/[^/].*|[^/]+)$"  # under data/, or a file directly in the root (gc._collectable)
 
 
 def active_metaranges(content: bytes, name: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakegc.engine.collector import Stage
-    from lakegc.engine.runs import Run
+    from lakegc.engine.runs import Run, RunFolder
     from lakegc.lakefs.gc import LakeFSPlan
     from lakegc.storage import Storage
 
@@ -73,9 +74,9 @@ def marked_addresses(spark: SparkSession, storage: Storage, mark_id: str) -> Dat
 def write(spark: SparkSession, plan: LakeFSPlan, stage: Stage, output: str, success: bool = True) -> None:
     """The run's report: `deleted/` from the run's `candidates` (a mark alone) or from what its
     sweep deleted (`deleted`), then `summary.json`, last, so a report with a summary is whole."""
-    rows = stage.read(spark, output) if output == "candidates" else _deleted(spark, stage)
+    rows = run_rows(spark, stage.folder, swept=output == "deleted")
     folder = report_folder(stage.run.run_id)
-    count = write_counted(rows.select("address"), plan.storage, f"{folder}/deleted")
+    count = write_counted(rows, plan.storage, f"{folder}/deleted")
     _summary(plan, stage.run, success, count)
 
 
@@ -103,21 +104,16 @@ def _instant(text: str) -> str:
     return datetime.fromisoformat(text).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _deleted(spark: SparkSession, stage: Stage) -> DataFrame:
-    folder = stage.folder
-    parts = folder.parts("deleted")
-    if not parts:
-        return stage.read(spark, "candidates").where("false")
-    return read_parquet(spark, folder.storage, parts, ddl(DELETES)).where("deleted").select(*CANDIDATES.names)
-
-
-def address_list(spark: SparkSession, stage_folder, swept: bool):
-    """The addresses a run deleted (a dry run or a mark alone: would), sorted, streamed."""
-    output = "deleted" if swept else "candidates"
-    parts = stage_folder.parts(output)
-    if not parts:
-        return iter(())
-    rows = read_parquet(spark, stage_folder.storage, parts, ddl(DELETES if swept else CANDIDATES))
+def run_rows(spark: SparkSession, folder: RunFolder, swept: bool) -> DataFrame:
+    """The addresses (column `address`) a run deleted (`swept`), or marked: what lakeFS's report
+    lists and `--json` prints."""
     if swept:
-        rows = rows.where("deleted")
-    return (row["address"] for row in rows.select("address").orderBy("address").toLocalIterator())
+        rows = read_parquet(spark, folder.storage, folder.parts("deleted"), ddl(DELETES)).where("deleted")
+    else:
+        rows = read_parquet(spark, folder.storage, folder.parts("candidates"), ddl(CANDIDATES))
+    return rows.select("address")
+
+
+def address_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
+    """`run_rows`, sorted, streamed."""
+    return (row["address"] for row in run_rows(spark, folder, swept).orderBy("address").toLocalIterator())

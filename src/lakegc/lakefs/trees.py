@@ -17,7 +17,6 @@ import pyarrow as pa
 
 from lakegc.errors import ObjectNotFound
 from lakegc.lakefs.namespace import (
-    DUMMY,
     FILE_ID,
     METADATA,
     NamespaceFileError,
@@ -114,10 +113,11 @@ class Trees:
 
 
 def metadata_files(storage: Storage) -> list[str]:
-    """The files directly in `_lakefs/` that may be trees (lakeFS's client skips its `dummy` and
-    JSON files there); ids only: a file under another name is no tree lakegc can check."""
+    """The files directly in `_lakefs/` that may be trees: those named by a file id (which leaves
+    out the `dummy` and JSON files lakeFS's client skips there); a file under another name is no
+    tree lakegc can check."""
     names = [info.key.removeprefix(METADATA) for info in storage.list(METADATA, recursive=False)]
-    return sorted(n for n in names if n != DUMMY and not n.endswith(".json") and FILE_ID.fullmatch(n))
+    return sorted(n for n in names if FILE_ID.fullmatch(n))
 
 
 def uncommitted_addresses(
