@@ -95,13 +95,15 @@ def delete_objects(
     max_deletes: int | None = None,
     max_rate: float | None = None,
     quarantine: str | None = None,
+    allowed: str | None = None,
 ) -> DataFrame:
     """Delete the objects of `to_delete` (CANDIDATES rows) on the executors: one DELETES row each
     tried (the connectors' deletes; a repository sweep records each batch as it goes,
     `delete_recorded`). With `max_deletes`, at most that many are tried and the rest get no row;
     `max_rate` paces them (objects a second, shared by the tasks). With `quarantine` (a folder of
-    the namespace), the objects are moved there instead (a restore window)."""
-    how = Pacing(deadline=deadline, quarantine=quarantine, rate=max_rate)
+    the namespace), the objects are moved there instead (a restore window); `allowed` is the one
+    metadata folder it may delete in (a purge of a quarantine)."""
+    how = Pacing(deadline=deadline, quarantine=quarantine, rate=max_rate, allowed=allowed)
     by_folder, how = _paced(spark, to_delete, how, max_deletes)
     return by_folder.mapInArrow(lambda batches: _delete(storage, batches, how), ddl(DELETES))
 

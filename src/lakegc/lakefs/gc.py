@@ -235,7 +235,7 @@ class LakeFSCollector:
         timed("deleting objects")
         budget = stage.budget
         to_delete = stage.within_budget(spark, stage.read(spark, "to_delete"))
-        quarantine = self._window(plan, stage)
+        quarantine = self._window(spark, plan, stage)
         results = delete_objects(
             spark,
             plan.storage,
@@ -249,11 +249,11 @@ class LakeFSCollector:
             report.write(spark, plan, stage, "deleted", success=not swept.deletes.failed)
         return swept
 
-    def _window(self, plan: LakeFSPlan, stage: Stage) -> str | None:
+    def _window(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> str | None:
         """Purge the restore windows that have passed; open this run's, when it has one (the folder
         its objects move to)."""
         now, storage, details = utcnow(), plan.storage, stage.run.details
-        purged = sum(window.purge(storage, run_id) for run_id in window.expired(storage, now))
+        purged = sum(window.purge(spark, storage, run_id) for run_id in window.expired(storage, now))
         if purged:
             details["objects purged from passed restore windows"] = purged
         if not self.options.quarantine:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakegc.engine.delete import QUARANTINE_PREFIX, quarantine_folder
@@ -23,6 +23,8 @@ from lakegc.errors import LakegcError, NotFound, ObjectNotFound
 from lakegc.lakefs.namespace import RUN_ID
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from lakegc.storage import Storage
 
 _MOVES = 1_000  # objects moved back per request
@@ -69,27 +71,26 @@ def expired(storage: Storage, now: datetime) -> list[str]:
     return sorted(found)
 
 
-def purge(storage: Storage, run_id: str) -> int:
-    """Delete a quarantine whose window passed: its objects, then its marker (last, so a purge that
-    dies is finished by the next). Returns how many objects went."""
-    folder, count = quarantine_folder(run_id), 0
-    batch: list[str] = []
-    for info in storage.list(folder):
-        batch.append(info.key)
-        if len(batch) == _MOVES:
-            count += _deleted(storage, batch)
-            batch = []
-    count += _deleted(storage, batch) if batch else 0
+def purge(spark: SparkSession, storage: Storage, run_id: str) -> int:
+    """Delete a quarantine whose window passed, through the engine's delete rounds (retries; no
+    delete outside its folder), then its marker (last, so a purge that dies is finished by the
+    next). Returns how many objects went."""
+    from pyspark.sql import functions as F
+
+    from lakegc.engine.delete import delete_objects
+    from lakegc.engine.listing import Folder, list_folders
+
+    folder = quarantine_folder(run_id)
+    listed = list_folders(spark, storage, [Folder(folder, True, "quarantine")], datetime.now(UTC))
+    to_purge = listed.select("address", "size", "mtime", F.lit("restore window passed").alias("reason"))
+    done = delete_objects(spark, storage, to_purge, allowed=folder)
+    tally = done.agg(
+        F.count(F.when(F.col("deleted"), 1)).alias("deleted"), F.first(F.when(~F.col("deleted"), F.col("error")), True)
+    ).first()
+    if tally[1] is not None:
+        raise LakegcError(f"could not purge the quarantine of run {run_id}: {tally[1]}")
     storage.delete_many([marker_key(run_id)])
-    return count
-
-
-def _deleted(storage: Storage, keys: list[str]) -> int:
-    outcomes = storage.delete_many(keys)
-    failed = [o for o in outcomes if not o.ok]
-    if failed:
-        raise LakegcError(f"could not purge {failed[0].key}: {failed[0].error}")
-    return len(outcomes)
+    return int(tally[0])
 
 
 def restore(storage: Storage, run_id: str, path_glob: str | None = None) -> Restored:
