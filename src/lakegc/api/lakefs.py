@@ -15,7 +15,7 @@ from lakegc.settings import load_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakegc.lakefs.window import Restored
+    from lakegc.engine.window import Restored
 
 KIND = "lakefs"
 
@@ -93,8 +93,8 @@ def lakefs_restore(run_id: str, *, path_glob: str | None = None, runs_location: 
     """Move a lakeFS GC run's quarantined objects (those whose address matches `path_glob`) back to
     their addresses, while its restore window lasts; an address holding an object again keeps it."""
     from lakegc.engine.listing import open_location
+    from lakegc.engine.window import restore
     from lakegc.lakefs.gc import STORAGE
-    from lakegc.lakefs.window import restore
 
     found = connector_run(KIND, run_id, runs_location=runs_location)
     return restore(open_location(found.settings[STORAGE], "namespace"), found.run_id, path_glob)

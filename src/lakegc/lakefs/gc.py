@@ -28,8 +28,9 @@ from lakegc.engine.listing import list_folders, open_location, stat_objects
 from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, new_run_id
+from lakegc.engine.window import window_for
 from lakegc.errors import InvalidArgument
-from lakegc.lakefs import report, window
+from lakegc.lakefs import report
 from lakegc.lakefs.client import Connection, LakeFS, Prepared
 from lakegc.lakefs.namespace import (
     COLLECTABLE,
@@ -235,7 +236,7 @@ class LakeFSCollector:
         timed("deleting objects")
         budget = stage.budget
         to_delete = stage.within_budget(spark, stage.read(spark, "to_delete"))
-        quarantine = self._window(spark, plan, stage)
+        quarantine = window_for(spark, plan.storage, stage.run, self.options.quarantine)
         results = delete_objects(
             spark,
             plan.storage,
@@ -248,19 +249,6 @@ class LakeFSCollector:
         if not plan.mark_id:
             report.write(spark, plan, stage, "deleted", success=not swept.deletes.failed)
         return swept
-
-    def _window(self, spark: SparkSession, plan: LakeFSPlan, stage: Stage) -> str | None:
-        """Purge the restore windows that have passed; open this run's, when it has one (the folder
-        its objects move to)."""
-        now, storage, details = utcnow(), plan.storage, stage.run.details
-        purged = sum(window.purge(spark, storage, run_id) for run_id in window.expired(storage, now))
-        if purged:
-            details["objects purged from passed restore windows"] = purged
-        if not self.options.quarantine:
-            return None
-        until = now + self.options.quarantine
-        details["restore window until"] = shown_time(until)
-        return window.open_window(storage, stage.run.run_id, until)
 
 
 def _cutoff(now: datetime, min_age: timedelta | None, mark_cutoff: datetime | None) -> datetime:

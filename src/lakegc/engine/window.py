@@ -1,8 +1,9 @@
-"""The restore window of `lakegc lakefs gc --quarantine DURATION`: what a run collects is moved under
-`_lakegc/quarantine/<run_id>/` in the namespace instead of being deleted, and stays there until
-the window passes; `lakegc lakefs restore RUN_ID` moves it back. lakeFS never looks there (its GC
-lists `data/` and the root's files), so a quarantined object reads as gone to lakeFS's clients, as
-a deleted one does, until it is restored.
+"""The restore window of a connector run (`lakegc lakefs gc`, `lakegc warehouse gc`, with
+`--quarantine DURATION`): what a run collects is moved under `_lakegc/quarantine/<run_id>/` in the
+location it cleans instead of being deleted, and stays there until the window passes; the
+connector's `restore` moves it back. Neither lakeFS (its GC lists `data/` and the root's files) nor
+a warehouse run (it never lists its location's own `_lakegc/`) looks there, so a quarantined object
+reads as gone, as a deleted one does, until it is restored.
 
 Each quarantine has a marker beside its folder, `_lakegc/quarantine/<run_id>.json` (`until`),
 written before anything moves: a run that dies mid-move still leaves a window a later run purges.
@@ -14,18 +15,24 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakegc.engine.delete import QUARANTINE_PREFIX, quarantine_folder
 from lakegc.errors import LakegcError, NotFound, ObjectNotFound
-from lakegc.lakefs.namespace import RUN_ID
+from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pyspark.sql import SparkSession
 
+    from lakegc.engine.runs import Run
     from lakegc.storage import Storage
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # a run id a marker's name may carry (lakegc's, lakeFS's)
 
 _MOVES = 1_000  # objects moved back per request
 
@@ -124,3 +131,17 @@ def _moved(storage: Storage, moves: list[tuple[str, str]]) -> int:
     if failed:
         raise LakegcError(f"could not restore {failed[0].key}: {failed[0].error}")
     return len(outcomes)
+
+
+def window_for(spark: SparkSession, storage: Storage, run: Run, quarantine: timedelta | None) -> str | None:
+    """What every windowed sweep does before it deletes: purge the windows that have passed, and
+    open the run's own when it has one. Returns the folder its objects move to (None: deleted)."""
+    now = utcnow()
+    purged = sum(purge(spark, storage, run_id) for run_id in expired(storage, now))
+    if purged:
+        run.details["objects purged from passed restore windows"] = purged
+    if not quarantine:
+        return None
+    until = now + quarantine
+    run.details["restore window until"] = shown_time(until)
+    return open_window(storage, run.run_id, until)
