@@ -61,6 +61,7 @@ from lakegc.api.repository import (
     simulate,
     sweep,
 )
+from lakegc.api.warehouse import warehouse_files, warehouse_gc, warehouse_restore
 from lakegc.engine.collector import RunOptions  # noqa: F401
 from lakegc.engine.delete import Budget  # noqa: F401
 from lakegc.engine.progress import Phase, no_progress
@@ -108,6 +109,10 @@ __all__ = [
     "lakefs_addresses",
     "lakefs_restore",
     "lakefs_runs",
+    # one live set for a whole warehouse (lakegc.api.warehouse)
+    "warehouse_gc",
+    "warehouse_files",
+    "warehouse_restore",
     # shared (lakegc.api.common)
     "open_lake",
     "duration",

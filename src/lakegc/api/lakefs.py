@@ -77,7 +77,7 @@ def lakefs_addresses(
 ) -> Iterator[str]:
     """The addresses a lakeFS GC run deleted (a dry run or a mark alone: would), relative to the
     namespace, sorted, streamed."""
-    from lakegc.lakefs.report import address_list
+    from lakegc.engine.candidates import address_list
 
     found = connector_run(KIND, run_id, runs_location=runs_location)
     if spark is None:

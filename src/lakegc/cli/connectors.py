@@ -14,17 +14,16 @@ from lakegc.cli.group import new_app
 from lakegc.cli.options import (
     CONF,
     JSON,
-    LIMIT,
     MASTER,
     MAX_DELETE_RATE,
     MAX_DELETES,
     REMOTE,
-    RUN_ID,
     RUNS,
     on_spark,
     state,
 )
 from lakegc.cli.progress import progress
+from lakegc.cli.records import records
 from lakegc.connectors.iceberg.paths import PrefixMismatch
 from lakegc.errors import InvalidArgument
 from lakegc.timeutil import parse_duration
@@ -234,41 +233,8 @@ def _versions(text: str | None) -> list[int]:
     return versions
 
 
-def _records(app: typer.Typer, kind: str) -> None:
-    """`runs`, `show` and `candidates` of a connector's runs."""
-
-    @app.command("runs", help=f"{kind} GC runs, newest first.", epilog=f"Example: lakegc {kind} runs --json")
-    def runs(runs: str | None = RUNS, as_json: bool = JSON) -> None:
-        output.print_runs(api.connector_runs(kind, runs_location=runs), as_json)
-
-    @app.command(
-        "show", help=f"One {kind} GC run's summary.", epilog=f"Example: lakegc {kind} show 20261126T1406 --html"
-    )
-    def show(
-        run_id: str = RUN_ID,
-        runs: str | None = RUNS,
-        as_json: bool = JSON,
-        html: bool = typer.Option(False, "--html", help="Print where the run's report.html is."),
-    ) -> None:
-        found = api.connector_run(kind, run_id, runs_location=runs)
-        if html:
-            output.show_report(api.connector_folder(kind, found.run_id, runs_location=runs), found)
-            return
-        output.print_run(found, as_json)
-
-    @app.command(
-        "candidates",
-        help=f"The files a {kind} GC run marked for deletion (address, size, mtime, reason).",
-        epilog=f"Example: lakegc {kind} candidates 20261126T1406 --limit 20",
-    )
-    def candidates(
-        run_id: str = RUN_ID, runs: str | None = RUNS, as_json: bool = JSON, limit: int | None = LIMIT
-    ) -> None:
-        output.print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
-
-
-_records(catalog_app, "catalog")
-_records(iceberg_app, "iceberg")
-_records(delta_app, "delta")
+records(catalog_app, "catalog")
+records(iceberg_app, "iceberg")
+records(delta_app, "delta")
 
 __all__ = ["catalog_app", "delta_app", "iceberg_app"]

@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from lakegc.cli import connectors, db, demo, engine, fs, gc, history, lakefs, output, refs, server
+from lakegc.cli import connectors, db, demo, engine, fs, gc, history, lakefs, output, refs, server, warehouse
 from lakegc.cli.group import Group, add_commands
 from lakegc.cli.options import State
 from lakegc.redact import mask_secrets
@@ -82,6 +82,7 @@ app.add_typer(connectors.catalog_app, name="catalog")
 app.add_typer(connectors.iceberg_app, name="iceberg")
 app.add_typer(connectors.delta_app, name="delta")
 app.add_typer(lakefs.app, name="lakefs")
+app.add_typer(warehouse.app, name="warehouse")
 app.add_typer(server.auth_app, name="auth")
 app.add_typer(engine.app, name="engine")
 add_commands(app, ("serve", "commit", "merge", "log", "diff", "demo"), server.commands, history.commands, demo.commands)

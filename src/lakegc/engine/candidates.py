@@ -7,6 +7,7 @@ back to count them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -16,7 +17,7 @@ from lakegc.engine.arrowio import Tally, write_parquet
 from lakegc.engine.runs import CandidateCounts, RunFolder
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 BY_REASON = ["reason"]
 
@@ -51,3 +52,21 @@ def counts_of(tallied: pa.Table | None) -> CandidateCounts:
     return CandidateCounts(
         sum(by_reason.values()), int(pc.sum(tallied["bytes"]).as_py() or 0), dict(sorted(by_reason.items()))
     )
+
+
+def run_rows(spark: SparkSession, folder: RunFolder, swept: bool) -> DataFrame:
+    """The addresses (column `address`) a connector run deleted (`swept`), or marked (a dry run, a
+    mark only): what its report lists and `--json` prints."""
+    from lakegc.engine.arrowio import read_parquet
+    from lakegc.engine.columns import CANDIDATES, DELETES, ddl
+
+    if swept:
+        rows = read_parquet(spark, folder.storage, folder.parts("deleted"), ddl(DELETES)).where("deleted")
+    else:
+        rows = read_parquet(spark, folder.storage, folder.parts("candidates"), ddl(CANDIDATES))
+    return rows.select("address")
+
+
+def address_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
+    """`run_rows`, sorted, streamed (never held whole on the driver)."""
+    return (row["address"] for row in run_rows(spark, folder, swept).orderBy("address").toLocalIterator())

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakegc.engine.arrowio import read_parquet, write_counted
-from lakegc.engine.columns import CANDIDATES, DELETES, ddl
+from lakegc.engine.candidates import run_rows
 from lakegc.errors import LakegcError, ObjectNotFound
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakegc.engine.collector import Stage
-    from lakegc.engine.runs import Run, RunFolder
+    from lakegc.engine.runs import Run
     from lakegc.lakefs.gc import LakeFSPlan
     from lakegc.storage import Storage
 
@@ -102,18 +101,3 @@ def _summary(plan: LakeFSPlan, run: Run, success: bool, count: int) -> None:
 def _instant(text: str) -> str:
     """ISO 8601 in UTC with a Z, as lakeFS's client writes its times."""
     return datetime.fromisoformat(text).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def run_rows(spark: SparkSession, folder: RunFolder, swept: bool) -> DataFrame:
-    """The addresses (column `address`) a run deleted (`swept`), or marked: what lakeFS's report
-    lists and `--json` prints."""
-    if swept:
-        rows = read_parquet(spark, folder.storage, folder.parts("deleted"), ddl(DELETES)).where("deleted")
-    else:
-        rows = read_parquet(spark, folder.storage, folder.parts("candidates"), ddl(CANDIDATES))
-    return rows.select("address")
-
-
-def address_list(spark: SparkSession, folder: RunFolder, swept: bool) -> Iterator[str]:
-    """`run_rows`, sorted, streamed."""
-    return (row["address"] for row in run_rows(spark, folder, swept).orderBy("address").toLocalIterator())

@@ -84,6 +84,26 @@ class Trees:
 
         return work_items(spark, len(ranges), parallelism(spark) * 4).mapInArrow(read, ADDRESSES)
 
+    def external(self, spark: SparkSession, ranges: list[str]) -> DataFrame:
+        """Every full address the `ranges` name outside the namespace (what lakeFS's own GC never
+        touches, and a warehouse run must keep wherever it lies)."""
+        from lakegc.engine.tasks import parallelism, work_items
+        from lakegc.lakefs.entries import range_entries
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for index in batch.column(0).to_pylist():
+                    entries = range_entries(self.read(ranges[index], "ranges"), ranges[index])
+                    found = [
+                        e.address for e in entries if relative_address(e.address, e.address_type, self.prefixes) is None
+                    ]
+                    yield pa.RecordBatch.from_arrays([pa.array(found, pa.string())], names=["address"])
+
+        return work_items(spark, len(ranges), parallelism(spark) * 4).mapInArrow(read, ADDRESSES)
+
+    def _outside(self, address: str, address_type: int | None) -> bool:
+        return relative_address(address, address_type, self.prefixes) is None
+
     def _range_batch(self, range_id: str) -> pa.RecordBatch:
         from lakegc.lakefs.entries import range_entries
 

@@ -201,6 +201,14 @@ class RepositoryGcSource:
             graph = tx.commit_graph()
         return Snapshot(count, graph, staging)
 
+    def external_references(self, now: datetime) -> Iterator[str]:
+        """The full addresses the uncommitted references name (staged links to objects outside the
+        namespace, or named in full): what a warehouse run must keep wherever they lie."""
+        with self._store.read() as tx:
+            for _source, result in tx.uncommitted_addresses(now, COPY_RECORD_WINDOW, None):
+                for rows in result.partitions(_BATCH):
+                    yield from (r[0] for r in rows if r[1] != "relative")
+
     def references_to(self, now: datetime, key: str) -> References:
         found: list[UncommittedRef] = []
         with self._store.read() as tx:

@@ -51,7 +51,7 @@ from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run, RunFolder
 from lakegc.errors import InvalidArgument, LakegcError
-from lakegc.storage import Storage
+from lakegc.storage import Storage, real_location
 from lakegc.timeutil import shown_time, utcnow
 
 if TYPE_CHECKING:
@@ -189,28 +189,35 @@ class DeltaCollector:
             raise InvalidArgument("--retention must not be negative")
         runs_location = self.given.runs_location or default_runs_location()
         storage = open_location(self.location, "table location")
-        table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
         protected = connector_protected(self.given.metastore, runs_location) + iceberg_table_places()
-        real = check_root(storage.uri, "table location", protected)
-        files = read_log_files(storage)
-        seg = segment(files)
-        fingerprint = _fingerprint(storage, seg)
-        state = table_state(storage, seg)
-        check_readable(state)
-        retention = options.retention if options.retention is not None else state.retention
-        check_retention(retention, state.retention, options.force)
-        keep = tuple(segment(files, v) for v in sorted(set(options.keep_versions)))  # a version the log lacks fails
-        now = utcnow()
-        run = self.given.plan("delta", table_uri.rstrip("/"), now, now - retention, runs_location)
-        run = replace(run, settings=_settings(state, retention, now - retention, options))
-        roots = (table_uri, unquote(real).rstrip("/") + "/")  # absolute paths may spell either
-        return DeltaPlan(run, storage, seg, keep, state, roots, retention, fingerprint)
+        check_root(storage.uri, "table location", protected)
+        return plan_table(storage, options, self.given, runs_location)
 
     def mark(self, spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Marked:
         return _mark(spark, plan, stage)
 
     def sweep(self, spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
         return _sweep(spark, plan, stage)
+
+
+def plan_table(storage: Storage, options: DeltaGcOptions, given: RunOptions, runs_location: str) -> DeltaPlan:
+    """What a run of the table at `storage` works from: its newest state read, its retention
+    checked (everything that can be wrong with the table fails here, before a run starts). A
+    warehouse run plans each Delta table under its location this way too."""
+    table_uri = unquote(storage.uri).rstrip("/") + "/"  # as absolute paths in the log spell it
+    files = read_log_files(storage)
+    seg = segment(files)
+    fingerprint = _fingerprint(storage, seg)
+    state = table_state(storage, seg)
+    check_readable(state)
+    retention = options.retention if options.retention is not None else state.retention
+    check_retention(retention, state.retention, options.force)
+    keep = tuple(segment(files, v) for v in sorted(set(options.keep_versions)))  # a version the log lacks fails
+    now = utcnow()
+    run = given.plan("delta", table_uri.rstrip("/"), now, now - retention, runs_location)
+    run = replace(run, settings=_settings(state, retention, now - retention, options))
+    real = unquote(real_location(storage.uri)).rstrip("/") + "/"
+    return DeltaPlan(run, storage, seg, keep, state, (table_uri, real), retention, fingerprint)
 
 
 def _settings(state: TableState, retention: timedelta, cutoff: datetime, options: DeltaGcOptions) -> dict[str, object]:
@@ -282,7 +289,7 @@ def _mark(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Marked:
         f"version {plan.state.version}"
         + (f", and versions {', '.join(str(s.version) for s in keep)} to keep" if keep else ""),
     )
-    decided = _judged(spark, plan, listing).persist()
+    decided = judged(spark, plan, listing).persist()
     found = F.col("mtime").isNotNull()  # judge's mtime is the listing's: null for a file not found
     counts = stage.write_candidates(decided.where(found).drop("count"))
     folder = stage.folder
@@ -295,7 +302,7 @@ def _mark(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Marked:
     return Marked(tally, counts)
 
 
-def _judged(spark: SparkSession, plan: DeltaPlan, listing: DataFrame) -> DataFrame:
+def judged(spark: SparkSession, plan: DeltaPlan, listing: DataFrame) -> DataFrame:
     """Every listed file with delta-rs's verdict (`vacuum.judge`), against the newest state and the
     states of --keep-versions."""
     storage, roots = plan.storage, plan.roots
@@ -322,13 +329,13 @@ def _fingerprint(storage: Storage, seg: Segment) -> tuple:
     return (key, info.size, info.mtime) if info is not None else (key, None, None)
 
 
-def _sweep(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
-    """Read the log again; whatever a commit since the mark added stays; delete the rest."""
+def added_since(spark: SparkSession, plan: DeltaPlan) -> tuple[DataFrame, int] | None:
+    """The log read again: the files (and deletion vectors) the commits since the planned version
+    add (column `address`, table-relative), and how many commits; None when there are none. A log
+    that no longer holds the planned version as it was fails: the table was replaced."""
     from pyspark.sql import functions as F
 
-    storage, seg, budget = plan.storage, plan.seg, stage.budget
-    stage.timed("re-reading the Delta log", "files committed since the mark stay")
-    to_delete = stage.read(spark)
+    storage, seg = plan.storage, plan.seg
     files = read_log_files(storage)
     latest = files.latest
     if latest is None or latest < seg.version or _fingerprint(storage, seg) != plan.fingerprint:
@@ -336,17 +343,32 @@ def _sweep(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
             f"the Delta log changed under the run (version {seg.version} is no longer what the mark read): "
             "the table was replaced or its log rewritten; nothing was deleted"
         )
-    if latest > seg.version:
-        newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
-        since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
-        added = read_actions(spark, storage, since, plan.roots).where(F.col("kind") == ADD)
-        named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
-        to_delete = to_delete.join(named.where(F.col("address").isNotNull()), "address", "left_anti")
-        stage.run.details["commits since the mark"] = latest - seg.version
+    if latest == seg.version:
+        return None
+    newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
+    since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
+    added = read_actions(spark, storage, since, plan.roots).where(F.col("kind") == ADD)
+    named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
+    return named.where(F.col("address").isNotNull()), latest - seg.version
+
+
+def _sweep(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
+    """Read the log again; whatever a commit since the mark added stays; delete the rest."""
+    stage.timed("re-reading the Delta log", "files committed since the mark stay")
+    to_delete = stage.read(spark)
+    since = added_since(spark, plan)
+    if since is not None:
+        added, commits = since
+        to_delete = to_delete.join(added, "address", "left_anti")
+        stage.run.details["commits since the mark"] = commits
     sent = stage.write_to_delete(to_delete)
     stage.timed("deleting files")
     results = delete_objects(
-        spark, storage, stage.read(spark, "to_delete"), max_deletes=budget.max_deletes, max_rate=budget.max_rate
+        spark,
+        plan.storage,
+        stage.read(spark, "to_delete"),
+        max_deletes=stage.budget.max_deletes,
+        max_rate=stage.budget.max_rate,
     )
     return Swept(stage.record_deletes(results), sent)
 

@@ -1,0 +1,243 @@
+"""The systems a warehouse run is told about, read before the run starts (the driver's I/O).
+
+Each named system becomes its owners (`owners.Owner`: the folders it answers for) and what the
+executors read later to learn what it references: every table of each Iceberg catalog, each Delta
+table's log segment, each lakegc repository's trees, each lakeFS repository's metadata files. Any
+of them that cannot be read fails here, before a run exists: a warehouse run that cannot show what
+some system references deletes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lakegc.errors import InvalidArgument, LakegcError, first_line
+from lakegc.storage import Storage, real_location, within
+from lakegc.warehouse.owners import Owner
+
+if TYPE_CHECKING:
+    from lakegc.connectors.delta.gc import DeltaPlan
+    from lakegc.connectors.iceberg.catalogs import Loaded
+    from lakegc.lakefs.trees import Trees
+
+
+@dataclass(frozen=True)
+class Root:
+    """The warehouse location as it really is (canonical, symlinks resolved)."""
+
+    real: str
+
+    def prefix_of(self, location: str) -> str | None:
+        """The key prefix (`a/b/`) of a folder under the root, "" for the root itself, None when it
+        lies elsewhere or on a store lakegc cannot address (it may still reference files here)."""
+        try:
+            real = real_location(location)
+        except InvalidArgument:
+            return None
+        if not within(self.real, real):
+            return None
+        return "" if real == self.real else real[len(self.real) + 1 :].rstrip("/") + "/"
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    location: str
+    prefix: str | None
+    plan: DeltaPlan
+
+
+@dataclass(frozen=True)
+class RepositoryTrees:
+    """A lakegc repository: its namespace, the trees of all its commits, and the full addresses its
+    staging names (an address outside its namespace may lie under the warehouse)."""
+
+    name: str
+    namespace: str
+    storage: Storage
+    trees: frozenset[str]
+    staged: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LakeFSTrees:
+    """A lakeFS repository: where its metadata files are read, and which there are (every commit
+    counts here, a superset of what its own GC keeps)."""
+
+    name: str
+    namespace: str
+    trees: Trees
+    files: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Systems:
+    owners: tuple[Owner, ...]
+    iceberg: tuple[Loaded, ...] = ()
+    catalogs: tuple[str, ...] = ()  # the Iceberg catalogs, read again before deleting
+    delta: tuple[DeltaTable, ...] = ()
+    repositories: tuple[RepositoryTrees, ...] = ()
+    lakefs: tuple[LakeFSTrees, ...] = ()
+    iox_catalog: str | None = None
+    metastore: str | None = None  # where the repositories are read again
+
+
+def read_systems(root: Root, named: Named, now: datetime) -> Systems:
+    """Every named system, read (see the module)."""
+    iceberg, catalogs = iceberg_tables(named.iceberg_catalogs)
+    delta = delta_tables(root, named.delta_locations)
+    repos = repositories(named.metastore, now) if named.repositories else []
+    lakefs = [lakefs_trees(name, named) for name in dict.fromkeys(named.lakefs_repos)]
+    owners = [iceberg_owner(root, t) for t in iceberg]
+    owners += [Owner("delta", f"Delta table {d.location}", d.prefix, location=d.location) for d in delta]
+    owners += [
+        Owner("repository", f"repository {r.name}", _prefix(root, r.namespace), location=r.namespace) for r in repos
+    ]
+    owners += [
+        Owner("lakefs", f"lakeFS repository {r.name}", _prefix(root, r.namespace), location=r.namespace) for r in lakefs
+    ]
+    if named.iox_catalog:
+        from lakegc.connectors.catalog import ParquetFileCatalog
+
+        ParquetFileCatalog(named.iox_catalog).check()
+    return Systems(
+        tuple(owners),
+        tuple(iceberg),
+        tuple(catalogs),
+        tuple(delta),
+        tuple(repos),
+        tuple(lakefs),
+        named.iox_catalog,
+        named.metastore,
+    )
+
+
+@dataclass(frozen=True)
+class Named:
+    """What the command line names (the Delta locations already found, see `delta_locations`)."""
+
+    iceberg_catalogs: tuple[str, ...] = ()
+    delta_locations: tuple[str, ...] = ()
+    repositories: bool = False
+    metastore: str | None = None
+    lakefs_repos: tuple[str, ...] = ()
+    lakefs_endpoint: str | None = None
+    lakefs_access_key_id: str | None = None
+    lakefs_secret_access_key: str | None = None
+    lakefs_local_path: str | None = None
+    iox_catalog: str | None = None
+
+
+def iceberg_tables(names: Iterable[str]) -> tuple[list[Loaded], list[str]]:
+    """Every table of every named catalog; a table reached twice (the same catalog under two names,
+    a table registered twice), in the very same state, once."""
+    from lakegc.connectors.iceberg.catalogs import load_catalog, load_tables
+
+    seen: set[tuple[str, str]] = set()
+    tables: list[Loaded] = []
+    catalogs = list(dict.fromkeys(names))
+    for name in catalogs:
+        for t in load_tables(load_catalog(name), name, [], other=True):
+            if t.state not in seen:
+                seen.add(t.state)
+                tables.append(t)
+    return tables, catalogs
+
+
+def iceberg_owner(root: Root, t: Loaded) -> Owner:
+    from lakegc.connectors.iceberg.catalogs import gc_enabled
+
+    fields = frozenset(f.name for spec in t.table.metadata.partition_specs for f in spec.fields)
+    name = f"{t.name} (iceberg catalog {t.catalog})"
+    location = t.table.location()
+    return Owner("iceberg", name, _prefix(root, location), not gc_enabled(t.table), fields, location)
+
+
+def delta_tables(root: Root, locations: Iterable[str]) -> list[DeltaTable]:
+    """Each Delta table, its newest state read as `delta gc` reads it, at its own retention (a
+    table at the same real place named twice: once)."""
+    from lakegc.connectors.delta.gc import DeltaGcOptions, plan_table
+    from lakegc.engine.collector import RunOptions
+    from lakegc.engine.listing import open_location
+
+    found: dict[str, DeltaTable] = {}
+    for location in locations:
+        real = real_location(location)
+        if real in found:
+            continue
+        try:
+            plan = plan_table(open_location(location, "Delta table"), DeltaGcOptions(), RunOptions(), "")
+        except LakegcError as exc:
+            raise LakegcError(f"Delta table {location}: {exc}") from None
+        found[real] = DeltaTable(location, _prefix(root, location), plan)
+    return list(found.values())
+
+
+def repositories(metastore: str | None, now: datetime) -> list[RepositoryTrees]:
+    """Every repository of the metastore: its trees, and the full addresses its staging names."""
+    from lakegc.metastore import default_url
+    from lakegc.repo.repository import Lake
+
+    lake = Lake(metastore or default_url())
+    found = []
+    for info in lake.repositories():
+        source = lake.repository(info.name).gc_source()
+        staged = tuple(source.external_references(now))
+        found.append(RepositoryTrees(info.name, source.namespace, source.storage, frozenset(source.trees()), staged))
+    return found
+
+
+def lakefs_trees(name: str, named: Named) -> LakeFSTrees:
+    """A lakeFS repository's namespace, asked of lakeFS, and its metadata files."""
+    from lakegc.engine.listing import open_location
+    from lakegc.lakefs.client import Connection, LakeFS
+    from lakegc.lakefs.namespace import namespace_location, namespace_prefixes
+    from lakegc.lakefs.trees import Trees, metadata_files
+
+    connection = Connection.resolve(named.lakefs_endpoint, named.lakefs_access_key_id, named.lakefs_secret_access_key)
+    lakefs = LakeFS(connection, name)
+    try:
+        namespace = lakefs.storage_namespace()
+    finally:
+        lakefs.close()
+    location = namespace_location(namespace, named.lakefs_local_path)
+    storage = open_location(location, "lakeFS namespace")
+    return LakeFSTrees(
+        name, location, Trees(storage, namespace_prefixes(namespace, location)), frozenset(metadata_files(storage))
+    )
+
+
+def delta_locations(tables: Iterable[str], under: Iterable[str]) -> list[str]:
+    """The Delta tables named one by one, and every folder holding a `_delta_log/` under each
+    `--delta-under` location (found by listing it, on the driver: only the tables' folders are
+    kept; a Delta table inside another is a table too)."""
+    from lakegc.connectors.foreign import DELTA, marker_of
+    from lakegc.engine.listing import open_location
+
+    found = list(tables)
+    for location in under:
+        storage = open_location(location, "--delta-under location")
+        folders: set[str] = set()
+        try:
+            for info in storage.list(""):
+                marker = marker_of(info.key) if "_delta_log/" in info.key else None
+                if marker is not None and marker[1] == DELTA:
+                    folders.add(marker[0])
+        except LakegcError:
+            raise
+        except Exception as exc:
+            raise LakegcError(f"--delta-under {location} cannot be listed: {first_line(exc)}") from None
+        found += [storage.uri.rstrip("/") + ("/" + f.rstrip("/") if f else "") for f in sorted(folders)]
+    return list(dict.fromkeys(found))
+
+
+def _prefix(root: Root, location: str) -> str | None:
+    prefix = root.prefix_of(location)
+    if prefix == "":
+        raise LakegcError(
+            f"{location} is the warehouse location itself: a table or namespace there is collected by its "
+            "own GC; nothing was deleted"
+        )
+    return prefix
