@@ -239,8 +239,29 @@ def render_report(run: Run) -> str:
         parts.append(
             bars_svg([(r, n, _REASON_COLOURS.get(r, "#0969da")) for r, n in sorted(run.candidates_by_reason.items())])
         )
+        parts += detail_tables(run.details)
     parts += ["<h2>Ages of the listed objects</h2>", age_histogram(run.object_ages, run.min_age_seconds / 86400)]
     return page(f"lakegc run {run.run_id}", parts)
+
+
+def detail_tables(details: Any) -> list[str]:
+    """A connector run's details that are lists of records (a warehouse run's folders, an Iceberg
+    run's tables), each as a table under its name; a `bytes` column is shown in units."""
+    parts: list[str] = []
+    for name, value in (details.items() if isinstance(details, dict) else ()):
+        if not (isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
+            continue
+        header = list(value[0])
+        rows = [[human_bytes(v.get(h) or 0) if h == "bytes" else _cell(v.get(h)) for h in header] for v in value]
+        numeric = {i for i, h in enumerate(header) if all(isinstance(v.get(h), int | float) for v in value)}
+        parts += [f"<h2>{escape(str(name).capitalize())}</h2>", html_table(header, rows, numeric=numeric)]
+    return parts
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def report_top(

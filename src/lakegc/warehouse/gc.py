@@ -111,10 +111,11 @@ class WarehouseCollector:
         # a warehouse holds namespaces and tables: only the metastore's own places are refused
         protected = [p for p in protected if not p.what.startswith("the namespace of repository")]
         root = Root(check_root(storage.uri, "warehouse location", protected))
-        if storage.exists(METADATA_PREFIX + "repository.json"):
+        marker = recheck.folder_marker(storage, "")
+        if marker is not None:
             raise UnsafeLocation(
-                f"the warehouse location {storage.uri} is a lakegc repository's namespace: collect it with "
-                "`lakegc gc run`; nothing was listed or deleted"
+                f"the warehouse location {storage.uri} is itself a {marker}: collect it by the system that "
+                "owns it; nothing was listed or deleted"
             )
         now = utcnow()
         named = Named(

@@ -86,11 +86,19 @@ class Systems:
 
 def read_systems(root: Root, named: Named, now: datetime) -> Systems:
     """Every named system, read (see the module)."""
-    iceberg, catalogs = iceberg_tables(named.iceberg_catalogs)
+    from lakegc.connectors.iceberg.catalogs import other_catalog_names
+
+    configured = [c for c in other_catalog_names("") if c.lower() not in {n.lower() for n in named.iceberg_catalogs}]
+    iceberg, catalogs = iceberg_tables([*named.iceberg_catalogs, *configured])
     delta = delta_tables(root, named.delta_locations)
     repos = repositories(named.metastore, now) if named.repositories else []
     lakefs = [lakefs_trees(name, named) for name in dict.fromkeys(named.lakefs_repos)]
-    owners = [iceberg_owner(root, t) for t in iceberg]
+    owners = [iceberg_owner(root, t, t.catalog in configured) for t in iceberg]
+    if not named.repositories:  # the metastore's namespaces are never anyone's garbage: kept whole
+        owners += [
+            Owner("repository", f"repository {n} (not named)", _prefix(root, ns), location=ns)
+            for n, ns in namespaces(named.metastore)
+        ]
     owners += [Owner("delta", f"Delta table {d.location}", d.prefix, location=d.location) for d in delta]
     owners += [
         Owner("repository", f"repository {r.name}", _prefix(root, r.namespace), location=r.namespace) for r in repos
@@ -146,13 +154,16 @@ def iceberg_tables(names: Iterable[str]) -> tuple[list[Loaded], list[str]]:
     return tables, catalogs
 
 
-def iceberg_owner(root: Root, t: Loaded) -> Owner:
+def iceberg_owner(root: Root, t: Loaded, unnamed: bool) -> Owner:
+    """A table's owner: kept whole when its catalog was not named (configured for pyiceberg, so
+    known, but not this run's to clean inside) or when it says `gc.enabled=false`."""
     from lakegc.connectors.iceberg.catalogs import gc_enabled
 
     fields = frozenset(f.name for spec in t.table.metadata.partition_specs for f in spec.fields)
-    name = f"{t.name} (iceberg catalog {t.catalog})"
+    name = f"{t.name} (iceberg catalog {t.catalog}{', not named' if unnamed else ''})"
     location = t.table.location()
-    return Owner("iceberg", name, _prefix(root, location), not gc_enabled(t.table), fields, location)
+    whole = unnamed or not gc_enabled(t.table)
+    return Owner("iceberg", name, _prefix(root, location), whole, fields, location)
 
 
 def delta_tables(root: Root, locations: Iterable[str]) -> list[DeltaTable]:
@@ -187,6 +198,20 @@ def repositories(metastore: str | None, now: datetime) -> list[RepositoryTrees]:
         staged = tuple(source.external_references(now))
         found.append(RepositoryTrees(info.name, source.namespace, source.storage, frozenset(source.trees()), staged))
     return found
+
+
+def namespaces(metastore: str | None) -> list[tuple[str, str]]:
+    """(name, namespace) of every repository of the metastore; none when this machine has none."""
+    import os
+
+    from lakegc.metastore import default_url, sqlite_file
+    from lakegc.repo.repository import Lake
+
+    url = metastore or default_url()
+    db = sqlite_file(url)
+    if db is not None and not os.path.exists(db):
+        return []
+    return [(r.name, r.storage_namespace) for r in Lake(url).repositories()]
 
 
 def lakefs_trees(name: str, named: Named) -> LakeFSTrees:
