@@ -250,7 +250,8 @@ def one_error(result: CliResult, *needles: str, json_cmd: bool = False) -> str:
 
 
 PROGRESS = re.compile(
-    r"^(GC \S+|sweep \S+|simulating retentions for \S+|catalog GC|iceberg GC|delta GC|lakeFS GC|warehouse GC|GC demo): [a-z]"
+    r"^(GC \S+|sweep \S+|simulating retentions for \S+|catalog GC|iceberg GC|delta GC|lakeFS GC|warehouse GC"
+    r"|GC demo): [a-z]"
 )  # a phase's line (cli.progress)
 
 

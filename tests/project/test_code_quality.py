@@ -34,6 +34,8 @@ LAYERS = {
     "connectors": {"engine", "errors", "failures", "metastore", "redact", "repo", "settings", "storage", "timeutil"},
     # a real lakeFS installation: a collector like the connectors', sharing their guard list and runs folder
     "lakefs": {"connectors.protected", "connectors.runs", "engine", "errors", "redact", "storage", "timeutil"},
+    # a whole warehouse: every collector's way of reading what its system references, one live set
+    "warehouse": {"connectors", "engine", "errors", "lakefs", "metastore", "repo", "storage", "timeutil"},
 }
 
 

@@ -248,7 +248,7 @@ def detail_tables(details: Any) -> list[str]:
     """A connector run's details that are lists of records (a warehouse run's folders, an Iceberg
     run's tables), each as a table under its name; a `bytes` column is shown in units."""
     parts: list[str] = []
-    for name, value in (details.items() if isinstance(details, dict) else ()):
+    for name, value in details.items() if isinstance(details, dict) else ():
         if not (isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
             continue
         header = list(value[0])

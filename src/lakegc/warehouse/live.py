@@ -49,9 +49,11 @@ class Locator:
     def key(self, uri: str) -> str | None:
         """The key a referenced location names under the warehouse, None when it lies elsewhere
         (the innermost folder that holds it decides)."""
-        if uri.startswith("local://"):  # lakeFS's local blockstore
+        if uri.startswith("local://"):  # lakeFS's local blockstore: an absolute path, or one under it
             rest = uri.removeprefix("local://")
-            uri = "file://" + (os.path.join(self.local_root, rest.lstrip("/")) if self.local_root else rest)
+            if not rest.startswith("/") and self.local_root:
+                rest = os.path.join(self.local_root, rest)
+            uri = "file://" + rest
         try:
             path = canonical(uri)
         except Exception:  # a reference that is no location names nothing here
