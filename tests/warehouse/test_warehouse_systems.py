@@ -151,3 +151,23 @@ def test_files_an_iox_catalog_names_are_live(tmp_path: Path, cli, spark) -> None
     assert done["files"] == [f"iox/1/1/{unnamed}.parquet"]
     result = cli("warehouse", "gc", str(root), "--catalog", f"sqlite:///{tmp_path / 'none.db'}", ok=False)
     assert result.exit_code == 1 and "no such database" in one_error(result)
+
+
+# -- a warehouse on an S3-API server ----------------------------------------------------------------------
+def test_a_warehouse_on_s3(bucket, cli, spark) -> None:  # noqa: ANN001
+    """Strays go; a table nobody named, a repository's namespace and a prefix twin of the location
+    stay; the location may be spelled `s3a://`."""
+    cli("repo", "create", "lakegc://rr", f"s3://{bucket.name}/wh/repos/rr")
+    cli("fs", "upload", "lakegc://rr/main/a.txt", "--source", "-", input=b"a")
+    cli("commit", "lakegc://rr/main", "-m", "a")
+    keys = ["wh/stray/a.bin", "wh/unknown/_delta_log/00000000000000000000.json", "wh/unknown/part-0.parquet"]
+    keys += ["wh2/old.bin", "wh/tmp-1"]
+    for key in keys:
+        bucket.put(key)
+    for key in sorted(bucket.keys("")):
+        bucket.faults.backdate[key] = "2020-01-01T00:00:00.000Z"
+    repo_keys = bucket.keys("wh/repos/")
+    done = cli("warehouse", "gc", f"s3a://{bucket.name}/wh", "--json").json()
+    assert done["files"] == ["stray/a.bin", "tmp-1"]
+    assert bucket.keys() == (set(keys) | repo_keys) - {"wh/stray/a.bin", "wh/tmp-1"}
+    assert {u["folder"] for u in done["details"]["unowned table folders"]} == {"unknown/"}
