@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from lakegc.cli.progress import progress
 from lakegc.cli.records import records
 from lakegc.engine.report import human_bytes
 from lakegc.errors import InvalidArgument
+from lakegc.timeutil import parse_duration
 
 app = new_app("GC for a whole warehouse: what no table, catalog or repository under a prefix references.")
 
@@ -113,6 +115,11 @@ def gc(
     """Delete the files under LOCATION that none of the named systems references. With --json,
     "files" lists them (relative to LOCATION, sorted)."""
     file = read_config(config) if config is not None else {}
+    age = min_age or file.get("min_age", "7d")
+    if not dry_run and parse_duration(age) < timedelta(days=1):
+        output.warn(
+            f"--min-age {age} is under a day: files of writes still in flight, outside every table, may be deleted"
+        )
     with progress("warehouse GC", as_json=as_json) as phase:
         run = warehouse_api.warehouse_gc(
             location,
@@ -124,7 +131,7 @@ def gc(
             lakefs_endpoint=lakefs_endpoint,
             lakefs_local_path=lakefs_local_path,
             catalog=catalog or file.get("catalog"),
-            min_age=min_age or file.get("min_age", "7d"),
+            min_age=age,
             unowned=(unowned or file.get("unowned", "keep")).lower(),
             quarantine=quarantine,
             dry_run=dry_run,
