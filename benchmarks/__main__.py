@@ -9,7 +9,9 @@ memory-sampled. Then the floor and a clean run on S1 a tenth the size, and on a 
 README demo's size). Two floors that delete nothing are timed too: reading and verifying every tree
 file of S1 in one process, and lakegc's Spark session with one Python task per core
 (docs/performance.md). Then delta-rs's full VACUUM against `lakegc delta gc` on a Delta table the
-size of S1, and `lakegc lakefs gc` on a lakeFS-format namespace the size of S1 (`benchmarks.lakefs`).
+size of S1, `lakegc lakefs gc` on a lakeFS-format namespace the size of S1 (`benchmarks.lakefs`), and
+`lakegc warehouse gc` on a warehouse the size of S1: Delta and Iceberg tables, a lakegc repository and
+stray files under one prefix (`benchmarks.warehouse`).
 `--cluster` also runs the clean run on a Spark standalone cluster (master and
 two workers on this machine), which must delete the same objects. `--sweep` repeats the clean run at
 several sizes and plots time and memory.
@@ -31,6 +33,8 @@ from benchmarks.delta import compare
 from benchmarks.lakefs import measure as measure_lakefs
 from benchmarks.lakefs import summary as lakefs_summary
 from benchmarks.measure import keep_caches
+from benchmarks.warehouse import measure as measure_warehouse
+from benchmarks.warehouse import summary as warehouse_summary
 from benchmarks.plot import plot_sweep
 
 SWEEP_SCALES = (0.1, 0.25, 0.5, 1.0)
@@ -63,7 +67,9 @@ def main(
     shutil.rmtree(workdir, ignore_errors=True)
     results = run_all(scale, workdir, console, cluster)
     figures = results.figures() | delta_figures(scale, workdir, console) | lakefs_figures(scale, workdir, console)
+    figures |= warehouse_figures(scale, workdir, console)
     figures["ratio_lakefs_clean"] = round(figures["lakefs_s"] / figures["lakegc_s"], 2)
+    figures["ratio_warehouse_clean"] = round(figures["warehouse_s"] / figures["lakegc_s"], 2)
     if as_json:
         print(json.dumps(figures))
     else:
@@ -74,6 +80,7 @@ def main(
             f"({figures['ratio_delta_warm_deltars']}x delta-rs)"
         )
         console.print(f"{lakefs_summary(figures)}: {figures['ratio_lakefs_clean']}x lakegc's own clean S1 run")
+        console.print(f"{warehouse_summary(figures)}: {figures['ratio_warehouse_clean']}x lakegc's own clean S1 run")
     if sweep:
         rows = run_sweep([s * scale for s in SWEEP_SCALES], workdir, console, results)
         out.mkdir(parents=True, exist_ok=True)
@@ -90,6 +97,13 @@ def lakefs_figures(scale: float, workdir: Path, console: Console) -> dict:
     (`benchmarks.lakefs`), timed in the same invocation as lakegc's own S1 runs."""
     objects = max(2_000, int(1_000_000 * scale))
     return measure_lakefs(workdir, objects, objects // 20, console)
+
+
+def warehouse_figures(scale: float, workdir: Path, console: Console) -> dict:
+    """`lakegc warehouse gc` on a warehouse the size of S1 times `scale` (`benchmarks.warehouse`),
+    timed in the same invocation as lakegc's own S1 runs."""
+    objects = max(2_000, int(1_000_000 * scale))
+    return measure_warehouse(workdir, objects, objects // 20, console)
 
 
 def delta_figures(scale: float, workdir: Path, console: Console) -> dict:

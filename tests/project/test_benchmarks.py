@@ -73,6 +73,11 @@ FIGURES = {
     "lakefs_s",
     "lakefs_deleted",
     "ratio_lakefs_clean",
+    "warehouse_objects",
+    "warehouse_listed",
+    "warehouse_s",
+    "warehouse_deleted",
+    "ratio_warehouse_clean",
 }
 
 
@@ -144,6 +149,8 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
     assert figures["delta_files"] == 2_000
     assert (figures["lakefs_objects"], figures["lakefs_deleted"]) == (2_000, 100)  # exactly the leftovers
     assert figures["ratio_lakefs_clean"] == round(figures["lakefs_s"] / figures["lakegc_s"], 2)
+    assert (figures["warehouse_objects"], figures["warehouse_deleted"]) == (2_000, 100)  # exactly the garbage
+    assert figures["ratio_warehouse_clean"] == round(figures["warehouse_s"] / figures["lakegc_s"], 2)
     assert figures["ratio_floor"] == round(figures["lakegc_s"] / figures["floor_s"], 2)
     assert figures["ratio_second_clean"] == round(figures["second_clean_s"] / figures["lakegc_s"], 3)
     assert 0 < figures["spark_jobs_clean"] <= 6 and 0 < figures["spark_jobs_incremental"] <= 4
@@ -191,6 +198,28 @@ def test_delta_benchmark_deletes_exactly_the_stale_files_with_both_tools(tmp_pat
     assert figures["delta_rs"]["deleted"] == figures["lakegc"]["deleted"] == figures["lakegc_warm"]["deleted"] == 100
     assert figures["ratio"] == round(figures["lakegc"]["seconds"] / figures["delta_rs"]["seconds"], 2)
     assert figures["ratio_warm"] == round(figures["lakegc_warm"]["seconds"] / figures["delta_rs"]["seconds"], 2)
+
+
+@pytest.mark.slow  # one Spark process: about half a minute
+def test_warehouse_benchmark_deletes_exactly_the_planted_garbage(tmp_path):
+    """benchmarks.warehouse at a tiny scale: `lakegc warehouse gc` on a warehouse of 2,000 objects
+    (four Delta tables, two Iceberg tables, a repository linking files outside them, stray files)
+    deletes exactly its 100 planted garbage files, outside and inside the tables (the script checks
+    the run's list and the disk, and fails otherwise)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.warehouse", "--objects", "2000", "--warm", "--json"]
+        + ["--workdir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout)
+    assert (figures["warehouse_objects"], figures["warehouse_garbage"], figures["warehouse_deleted"]) == (2_000, 100, 100)
+    assert figures["warehouse_listed"] == LISTED_AT_2000  # the 2,000 and the tables' and the repository's metadata
+    assert figures["warehouse_s"] > 0 and figures["warehouse_rss_mb"] > 0
+    assert f"built the warehouse: {LISTED_AT_2000:,} objects" in done.stderr
 
 
 @pytest.mark.slow

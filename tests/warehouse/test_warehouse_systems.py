@@ -23,6 +23,7 @@ OWNERS = [
     Owner("repository", "r", "repos/r/"),
     Owner("iceberg", "off", "ice/off/", whole=True),
     Owner("delta", "both", "mixed/"),
+    Owner("delta", "in a dropped folder", "dropped/named/"),
 ]
 MARKERS = [
     ("ice/t/", "Iceberg table"),
@@ -33,6 +34,8 @@ MARKERS = [
     ("dropped/inner/", "Delta table"),
     ("mixed/", "Delta table"),
     ("mixed/", "Iceberg table"),  # a named Delta table's folder also holds Iceberg metadata nobody named
+    ("dropped/named/", "Delta table"),
+    ("lfs/", "lakeFS namespace"),  # nobody named it
 ]
 CASES = {
     "a stray file at the root": ("x.bin", OUTSIDE, None),
@@ -48,6 +51,13 @@ CASES = {
     "inside an unowned folder's nested table": ("dropped/inner/x", UNOWNED, None),
     "an unowned table inside a named one": ("ice/t/nested/part-0.parquet", UNOWNED, None),
     "a named folder with a marker nobody accounts for is kept": ("mixed/data/x", KEPT, None),
+    "a named table in an unowned folder is unowned, judged by itself": (
+        "dropped/named/p.parquet",
+        UNOWNED,
+        "dropped/named/",
+    ),
+    "a namespace nobody named is kept whole": ("lfs/data/g1/x", KEPT, None),
+    "another run's restore window is kept": ("stray/_lakegc/quarantine/r1/x", KEPT, None),
 }
 
 
@@ -83,6 +93,20 @@ LOCATOR = locator("file:///wh", "file:///real/wh", {"s3a://b/ice/t": "ice/t/", "
 )
 def test_locator(uri: str, key: str | None) -> None:
     assert LOCATOR.key(uri) == key
+
+
+@pytest.mark.parametrize(
+    ("uri", "keys"),
+    [
+        ("s3a://b/ice/t/data//x.parquet", {"ice/t/data//x.parquet", "ice/t/data/x.parquet"}),  # S3 keeps `//`
+        ("file:///wh/a%20b.bin", {"a%20b.bin", "a b.bin"}),  # a repository writes escapes
+        ("file:/wh/x", {"x"}),
+        ("file://localhost/wh/x", {"x"}),
+        ("file:///elsewhere/x", set()),
+    ],
+)
+def test_locator_keys_every_spelling(uri: str, keys: set[str]) -> None:
+    assert LOCATOR.keys(uri) == keys
 
 
 def test_locator_reads_lakefs_local_addresses() -> None:

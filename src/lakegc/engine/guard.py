@@ -32,6 +32,7 @@ class Protected:
     what: str
     location: str  # normalised: file:///abs/path or s3://bucket/prefix
     inside_ok: bool = False  # a root inside it is fine (lakegc's home: only holding it is a risk)
+    holding_ok: bool = False  # a root holding it is fine (a warehouse run keeps a namespace whole)
 
 
 def home_folders() -> frozenset[str]:
@@ -49,7 +50,7 @@ def root_problem(root: str, what: str, homes: Iterable[str], protected: Iterable
         if within(root, home):
             return f"{what} {root} is or holds the home folder {home}"
     for place in protected:
-        if within(root, place.location):
+        if within(root, place.location) and not (place.holding_ok and root != place.location):
             return f"{what} {root} holds {place.what} ({place.location})"
         if within(place.location, root) and not place.inside_ok:
             return f"{what} {root} lies inside {place.what} ({place.location})"
@@ -63,7 +64,9 @@ def check_root(
     `refusal` and `outcome` word the line for a caller that is not about to clean (`repo create`
     refuses to *use* a namespace, and creates nothing)."""
     root = real_location(location)
-    resolved = [Protected(p.what, real, p.inside_ok) for p in protected if (real := _real_or_none(p.location))]
+    resolved = [
+        Protected(p.what, real, p.inside_ok, p.holding_ok) for p in protected if (real := _real_or_none(p.location))
+    ]
     problem = root_problem(root, what, home_folders() if root.startswith("file://") else (), resolved)
     if problem is not None:
         raise UnsafeLocation(f"refusing to {refusal} {problem}: {outcome or 'nothing was listed or deleted'}")

@@ -41,7 +41,7 @@ from lakegc.errors import InvalidArgument, UnsafeLocation
 from lakegc.storage import Storage, normalize_location
 from lakegc.timeutil import shown_time, utcnow
 from lakegc.warehouse import live, recheck
-from lakegc.warehouse.owners import INSIDE, KEPT, UNOWNED, Folder, folders, unowned_report
+from lakegc.warehouse.owners import KEPT, UNOWNED, Folder, folders, unowned_report
 from lakegc.warehouse.systems import Named, Root, Systems, delta_locations, read_systems
 from lakegc.warehouse.verdicts import JUDGED_DDL, verdicts
 
@@ -108,15 +108,10 @@ class WarehouseCollector:
         runs_location = self.given.runs_location or default_runs_location()
         storage = open_location(self.location, "warehouse location")
         protected = connector_protected(self.given.metastore, runs_location, _catalog_urls(options))
-        # a warehouse holds namespaces and tables: only the metastore's own places are refused
-        protected = [p for p in protected if not p.what.startswith("the namespace of repository")]
+        # a warehouse may hold namespaces (it keeps them whole), never lie in one or be one
+        protected = [replace(p, holding_ok=p.what.startswith("the namespace of repository")) for p in protected]
         root = Root(check_root(storage.uri, "warehouse location", protected))
-        marker = recheck.folder_marker(storage, "")
-        if marker is not None:
-            raise UnsafeLocation(
-                f"the warehouse location {storage.uri} is itself a {marker}: collect it by the system that "
-                "owns it; nothing was listed or deleted"
-            )
+        recheck.check_not_in_a_table(root.real)
         now = utcnow()
         named = Named(
             options.iceberg_catalogs,
@@ -131,6 +126,7 @@ class WarehouseCollector:
             options.iox_catalog,
         )
         systems = read_systems(root, named, now)
+        _check_not_inside(root, systems)
         where = live.locator(
             normalize_location(self.location), root.real, _named_folders(systems), options.lakefs_local_path
         )
@@ -202,6 +198,25 @@ class WarehouseCollector:
         return Swept(stage.record_deletes(results), sent)
 
 
+def _check_not_inside(root: Root, systems: Systems) -> None:
+    """A warehouse inside a table's folder would judge that table's files without it."""
+    for owner in systems.owners:
+        if owner.location and owner.prefix is None and Root(_real(owner.location)).prefix_of(root.real) is not None:
+            raise UnsafeLocation(
+                f"the warehouse location {root.real} lies inside {owner.name} ({owner.location}): collect that "
+                "table by its own GC; nothing was listed or deleted"
+            )
+
+
+def _real(location: str) -> str:
+    from lakegc.storage import real_location
+
+    try:
+        return real_location(location)
+    except InvalidArgument:  # a store lakegc cannot address holds no warehouse of ours
+        return "unaddressable://"
+
+
 def _catalog_urls(options: WarehouseGcOptions) -> tuple[str, ...]:
     return (options.iox_catalog,) if options.iox_catalog else ()
 
@@ -223,10 +238,11 @@ def _folders(plan: WarehousePlan, markers: list[Any]) -> dict[str, Folder]:
 
 
 def _agreed(unreferenced: DataFrame, delta: DataFrame | None) -> DataFrame:
-    """Inside a Delta table, only what its own VACUUM takes (`delta`) stays a candidate."""
+    """Inside a named Delta table (unowned around it or not), only what its own VACUUM takes
+    (`delta`) stays a candidate."""
     from pyspark.sql import functions as F
 
-    in_delta = (F.col("category") == INSIDE) & F.col("delta")
+    in_delta = F.col("table").isNotNull() & F.col("delta")
     if delta is None:
         return unreferenced.where(~in_delta)
     return unreferenced.where(~in_delta).unionByName(unreferenced.where(in_delta).join(delta, "address", "left_semi"))

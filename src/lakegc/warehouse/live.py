@@ -15,6 +15,7 @@ and as it really is, and each named folder as written, all count.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from lakegc.connectors.iceberg.paths import parse_location
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakegc.connectors.delta.gc import DeltaPlan
     from lakegc.warehouse.systems import Systems
 
 ADDRESS = "address string"
@@ -45,23 +47,43 @@ class Locator:
 
     folders: Mapping[str, str]
     local_root: str | None = None  # lakeFS's blockstore.local.path: where its `local://` addresses lie
+    roots: tuple[str, ...] = ()  # the warehouse as written and as it is, as Delta's table_key takes roots
 
     def key(self, uri: str) -> str | None:
-        """The key a referenced location names under the warehouse, None when it lies elsewhere
-        (the innermost folder that holds it decides)."""
-        if uri.startswith("local://"):  # lakeFS's local blockstore: an absolute path, or one under it
-            rest = uri.removeprefix("local://")
-            if not rest.startswith("/") and self.local_root:
-                rest = os.path.join(self.local_root, rest)
-            uri = "file://" + rest
+        """The key a referenced location names under the warehouse as Iceberg spells locations,
+        None when it lies elsewhere (`keys` gives every key it may name)."""
         try:
-            path = canonical(uri)
+            return self._under(canonical(self._local(uri)))
         except Exception:  # a reference that is no location names nothing here
             return None
-        found = self._under(path)
-        if found is None and path.startswith("file:///"):  # reached through a symlink elsewhere
-            found = self._under("file://" + os.path.realpath(path.removeprefix("file://")))
-        return found
+
+    def keys(self, uri: str, real_dirs: dict[str, str] | None = None) -> set[str]:
+        """Every key a referenced location may name under the warehouse: as written (only the
+        scheme normalised: `a//b` is a key of its own on S3), with dot segments and repeated
+        slashes folded, a local path percent-decoded (a lakegc repository writes `%20`), and as it
+        really is through symlinks (each folder resolved once, `real_dirs`). Protecting a key
+        that is not there costs nothing; missing the one that is, a file."""
+        uri = self._local(uri)
+        spellings = {_written(uri)}
+        with contextlib.suppress(Exception):  # a reference that is no location names nothing here
+            spellings.add(canonical(uri))
+        spellings |= {_decoded(s) for s in spellings if s.startswith("file://") and "%" in s}
+        for s in list(spellings):
+            if s.startswith("file:///"):
+                folder, _, name = s.removeprefix("file://").rpartition("/")
+                if real_dirs is not None and folder not in real_dirs:
+                    real_dirs[folder] = os.path.realpath(folder or "/")
+                real = (real_dirs or {}).get(folder) or os.path.realpath(folder or "/")
+                spellings.add("file://" + real.rstrip("/") + "/" + name)
+        return {k for s in spellings if (k := self._under(s)) is not None}
+
+    def _local(self, uri: str) -> str:
+        if not uri.startswith("local://"):  # lakeFS's local blockstore: an absolute path, or one under it
+            return uri
+        rest = uri.removeprefix("local://")
+        if not rest.startswith("/") and self.local_root:
+            rest = os.path.join(self.local_root, rest)
+        return "file://" + rest
 
     def _under(self, path: str) -> str | None:
         cut = len(path)
@@ -71,28 +93,56 @@ class Locator:
                 return prefix + path[cut + 1 :]
         return None
 
-    def keys(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def task(self) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
         """A task mapping a column of locations (the first) to keys, those elsewhere left out."""
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            real_dirs: dict[str, str] = {}
             for batch in batches:
-                found = [self.key(u) for u in batch.column(0).to_pylist() if u]
-                yield pa.RecordBatch.from_arrays([pa.array([k for k in found if k], pa.string())], names=["address"])
+                found = sorted({k for u in batch.column(0).to_pylist() if u for k in self.keys(u, real_dirs)})
+                yield pa.RecordBatch.from_arrays([pa.array(found, pa.string())], names=["address"])
 
         return run
 
 
+def _written(uri: str) -> str:
+    """A location with only its scheme normalised: `s3a`/`s3n` are `s3`, a bare path and `file:/x`
+    and `file://localhost/x` are `file:///x`."""
+    for alias in ("s3a://", "s3n://"):
+        if uri.startswith(alias):
+            return "s3://" + uri.removeprefix(alias)
+    if uri.startswith("/"):
+        return "file://" + uri
+    if uri.startswith("file://localhost/"):
+        return "file:///" + uri.removeprefix("file://localhost/")
+    if uri.startswith("file:/") and not uri.startswith("file://"):
+        return "file://" + uri.removeprefix("file:")
+    return uri
+
+
+def _decoded(uri: str) -> str:
+    from urllib.parse import unquote
+
+    return "file://" + unquote(uri.removeprefix("file://"))
+
+
 def locator(written: str, real: str, named: Mapping[str, str], local_root: str | None = None) -> Locator:
     """The root as written and as it is, and each named folder as written (-> its key prefix)."""
-    folders = {canonical(written).rstrip("/") + "/": "", canonical(real).rstrip("/") + "/": ""}
-    for location, prefix in named.items():
-        folders[canonical(location).rstrip("/") + "/"] = prefix
-    return Locator(folders, os.path.abspath(local_root) if local_root else None)
+    folders: dict[str, str] = {}
+    for location, prefix in [(written, ""), (real, ""), *named.items()]:
+        for spelling in (canonical(location), _decoded(canonical(location)) if location.startswith("file:") else None):
+            if spelling:
+                folders[spelling.rstrip("/") + "/"] = prefix
+    from urllib.parse import unquote
+
+    roots = tuple(dict.fromkeys(unquote(r).rstrip("/") + "/" for r in (written, real)))
+    return Locator(folders, os.path.abspath(local_root) if local_root else None, roots)
 
 
 def referenced(spark: SparkSession, systems: Systems, where: Locator) -> DataFrame:
     """Every key under the warehouse some named system references (see the module)."""
     parts = [iceberg_references(spark, systems, where)]
+    parts += [delta_references(spark, d.plan, where) for d in systems.delta]
     parts += [repository_references(spark, r.storage, sorted(r.trees), r.staged, where) for r in systems.repositories]
     parts += [lakefs_references(spark, t.trees, sorted(t.files), where) for t in systems.lakefs]
     found = parts[0]
@@ -108,7 +158,21 @@ def iceberg_references(spark: SparkSession, systems: Systems, where: Locator) ->
     if not systems.iceberg:
         return work_items(spark, 0, 1).selectExpr("cast(null as string) as address").where("false")
     reachable = reachable_files(spark, [t.files() for t in systems.iceberg])
-    return reachable.select("uri").mapInArrow(where.keys(), ADDRESS)
+    return reachable.select("uri").mapInArrow(where.task(), ADDRESS)
+
+
+def delta_references(spark: SparkSession, plan: DeltaPlan, where: Locator) -> DataFrame:
+    """What a Delta table's log names by absolute path under the warehouse (a shallow clone's
+    source files, deletion vectors kept elsewhere), as warehouse keys: every add and remove of its
+    state's segment, read with the warehouse as the root its paths are taken against. (A relative
+    path comes out as itself, naming a key at the warehouse's root: one more file kept, at most.)"""
+    from pyspark.sql import functions as F
+
+    from lakegc.connectors.delta.actions import ADD, REMOVE, read_actions
+
+    actions = read_actions(spark, plan.storage, plan.seg, where.roots).where(F.col("kind").isin(ADD, REMOVE))
+    named = actions.select(F.col("path").alias("address")).unionByName(actions.select(F.col("dv").alias("address")))
+    return named.where(F.col("address").isNotNull())
 
 
 def repository_references(
@@ -135,13 +199,13 @@ def repository_references(
                 yield pa.RecordBatch.from_arrays([full.column("address").combine_chunks()], names=["address"])
 
     full = work_items(spark, len(ranges) + 1, parallelism(spark) * 4).mapInArrow(read, ADDRESS)
-    return full.mapInArrow(where.keys(), ADDRESS)
+    return full.mapInArrow(where.task(), ADDRESS)
 
 
 def lakefs_references(spark: SparkSession, trees: object, files: list[str], where: Locator) -> DataFrame:
     """The full addresses outside its namespace that a lakeFS repository's range files name."""
     ranges = [file_id for file_id, kind, _ in trees.kinds(spark, files) if kind == "ranges"]  # type: ignore[attr-defined]
-    return trees.external(spark, ranges).mapInArrow(where.keys(), ADDRESS)  # type: ignore[attr-defined]
+    return trees.external(spark, ranges).mapInArrow(where.task(), ADDRESS)  # type: ignore[attr-defined]
 
 
 def delta_collectable(spark: SparkSession, systems: Systems, judged: DataFrame) -> DataFrame | None:

@@ -90,7 +90,8 @@ def folders(markers: Iterable[tuple[str, str]], owners: Iterable[Owner]) -> dict
         here = tuple(named.get(prefix, ()))
         kinds = tuple(sorted(found.get(prefix, ())))
         accounted = {KIND_MARKER[o.kind] for o in here}
-        whole = bool(here) and (any(o.whole or o.kind in NAMESPACES for o in here) or not set(kinds) <= accounted)
+        namespace = bool({LAKEGC, LAKEFS} & set(kinds)) or any(o.kind in NAMESPACES for o in here)
+        whole = namespace or (bool(here) and (any(o.whole for o in here) or not set(kinds) <= accounted))
         result[prefix] = Folder(prefix, here, kinds, whole)
     return result
 
@@ -108,19 +109,28 @@ class Verdict:
 
 def judge(key: str, by_prefix: Mapping[str, Folder]) -> Verdict:
     """A key's verdict (see the module): kept, unowned (a candidate only with `--unowned delete`),
-    inside a table (if that table's own GC agrees), or outside all."""
+    inside a table (if that table's own GC agrees), or outside all. A key in a named table that
+    lies in an unowned folder is unowned too (kept with the folder), and with `--unowned delete`
+    still only goes if that table's own GC agrees (`table`)."""
     top = key.split("/", 1)[0] + "/" if "/" in key else ""
     holding = [by_prefix[p] for p in ancestors(key) if p in by_prefix]  # innermost first
-    if any(f.whole for f in holding):
+    if any(f.whole for f in holding) or _metadata(key):
         return Verdict(KEPT, top=top)
-    if any(f.unowned for f in holding):
-        return Verdict(UNOWNED, top=top)
     if not holding:
         return Verdict(OUTSIDE, top=top)
-    table = holding[0]
-    if table.hidden(key[len(table.prefix) :]):
+    inner = holding[0]
+    if inner.unowned:
+        return Verdict(UNOWNED, top=top)
+    if inner.hidden(key[len(inner.prefix) :]):
         return Verdict(KEPT, top=top)
-    return Verdict(INSIDE, table.prefix, table.delta, top)
+    category = UNOWNED if any(f.unowned for f in holding) else INSIDE
+    return Verdict(category, inner.prefix, inner.delta, top)
+
+
+def _metadata(key: str) -> bool:
+    """A file of lakegc's or lakeFS's own metadata folders, at any depth (a namespace's, or a
+    restore window another run keeps under its location): never anyone's garbage."""
+    return any(part in ("_lakegc", "_lakefs") for part in key.split("/")[:-1])
 
 
 def ancestors(key: str) -> list[str]:

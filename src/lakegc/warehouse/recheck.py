@@ -125,6 +125,31 @@ def outside_new_tables(
     return candidates.mapInArrow(outside, ddl(CANDIDATES))
 
 
+def check_not_in_a_table(real: str) -> None:
+    """Refuse a location (`real`: canonical, symlinks resolved) that is a table or namespace, or
+    lies in one: a marker in it or in any folder above it (its files would be judged without the
+    log or catalog that says which are live)."""
+    from lakegc.storage import open_storage
+
+    for folder in _self_and_above(real):
+        marker = folder_marker(open_storage(folder), "")
+        if marker is not None:
+            what = "is itself" if folder == real else f"lies inside {folder}, which is"
+            raise UnsafeLocation(
+                f"the warehouse location {real} {what} a {marker}: collect it by the system that owns it; "
+                "nothing was listed or deleted"
+            )
+
+
+def _self_and_above(location: str) -> list[str]:
+    """`file:///a/b` -> [`file:///a/b`, `file:///a`, `file:///`]; `s3://k/a` -> [`s3://k/a`, `s3://k`]."""
+    scheme, rest = location.split("://", 1)
+    head, _, path = rest.partition("/")  # file: head is "" (no authority); s3: the bucket
+    parts = [p for p in path.split("/") if p]
+    found = [f"{scheme}://{head}/" + "/".join(parts[:n]) for n in range(len(parts), 0, -1)]
+    return found + [f"{scheme}://{head}/" if scheme == "file" else f"{scheme}://{head}"]
+
+
 def folder_marker(storage: Storage, folder: str) -> str | None:
     """The kind of table or namespace marker `folder` (a key prefix, "" the root) holds now."""
     if storage.exists(f"{folder}_lakegc/repository.json"):

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from lakegc.errors import InvalidArgument, LakegcError, first_line
 from lakegc.storage import Storage, real_location, within
@@ -32,14 +33,22 @@ class Root:
 
     def prefix_of(self, location: str) -> str | None:
         """The key prefix (`a/b/`) of a folder under the root, "" for the root itself, None when it
-        lies elsewhere or on a store lakegc cannot address (it may still reference files here)."""
+        lies elsewhere or on a store lakegc cannot address (it may still reference files here).
+        Compared as keys are listed: a local path's percent escapes decoded (`sales 2024/`)."""
         try:
-            real = real_location(location)
+            real, root = plain(real_location(location)), plain(self.real)
         except InvalidArgument:
             return None
-        if not within(self.real, real):
+        if not within(root, real):
             return None
-        return "" if real == self.real else real[len(self.real) + 1 :].rstrip("/") + "/"
+        return "" if real == root else real[len(root) + 1 :].rstrip("/") + "/"
+
+
+def plain(location: str) -> str:
+    """A canonical location with a local path's percent escapes decoded, as its keys are spelled."""
+    if location.startswith("file://"):
+        return "file://" + unquote(urlparse(location).path)
+    return location
 
 
 @dataclass(frozen=True)
@@ -91,14 +100,9 @@ def read_systems(root: Root, named: Named, now: datetime) -> Systems:
     configured = [c for c in other_catalog_names("") if c.lower() not in {n.lower() for n in named.iceberg_catalogs}]
     iceberg, catalogs = iceberg_tables([*named.iceberg_catalogs, *configured])
     delta = delta_tables(root, named.delta_locations)
-    repos = repositories(named.metastore, now) if named.repositories else []
+    repos = repositories(named.metastore, now)  # named or not: what they link here is live either way
     lakefs = [lakefs_trees(name, named) for name in dict.fromkeys(named.lakefs_repos)]
     owners = [iceberg_owner(root, t, t.catalog in configured) for t in iceberg]
-    if not named.repositories:  # the metastore's namespaces are never anyone's garbage: kept whole
-        owners += [
-            Owner("repository", f"repository {n} (not named)", _prefix(root, ns), location=ns)
-            for n, ns in namespaces(named.metastore)
-        ]
     owners += [Owner("delta", f"Delta table {d.location}", d.prefix, location=d.location) for d in delta]
     owners += [
         Owner("repository", f"repository {r.name}", _prefix(root, r.namespace), location=r.namespace) for r in repos
@@ -187,10 +191,13 @@ def delta_tables(root: Root, locations: Iterable[str]) -> list[DeltaTable]:
 
 
 def repositories(metastore: str | None, now: datetime) -> list[RepositoryTrees]:
-    """Every repository of the metastore: its trees, and the full addresses its staging names."""
+    """Every repository of the metastore (none when this machine has no metastore): its trees, and
+    the full addresses its staging names."""
     from lakegc.metastore import default_url
     from lakegc.repo.repository import Lake
 
+    if not namespaces(metastore):
+        return []
     lake = Lake(metastore or default_url())
     found = []
     for info in lake.repositories():

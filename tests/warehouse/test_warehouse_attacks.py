@@ -1,0 +1,149 @@
+"""Attacks on `lakegc warehouse gc`, each a way a first version lost data (found by review), kept as
+a test: references spelled otherwise than listed keys, locations inside tables, namespaces and
+restore windows nobody named, named tables inside unowned folders, symlinks inside the warehouse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import one_error
+from deltalake import write_deltalake
+from support.warehouse import age, age_tree, put
+
+
+@pytest.fixture
+def root(tmp_path: Path, spark) -> Path:  # noqa: ANN001
+    found = tmp_path / "wh"
+    found.mkdir()
+    return found
+
+
+def files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def delta_table(folder: Path, writes: int = 1) -> None:
+    for i in range(writes):
+        write_deltalake(str(folder), pa.table({"id": [i]}), mode="overwrite")
+    age_tree(folder)
+
+
+def gc(cli, root: Path, *args: str, ok: bool = True):  # noqa: ANN001, ANN201
+    result = cli("warehouse", "gc", str(root), *args, "--json", ok=ok)
+    return result.json() if ok else result
+
+
+def test_a_delta_table_s_absolute_paths_under_the_warehouse_are_live(cli, root: Path) -> None:  # noqa: ANN001
+    """A shallow clone's adds name its source's files by absolute path, in another folder."""
+    raw = root / "raw" / "part-0.parquet"
+    raw.parent.mkdir()
+    pq.write_table(pa.table({"id": [1]}), raw)
+    age(raw)
+    table = root / "tbl"
+    delta_table(table)
+    log = table / "_delta_log" / "00000000000000000000.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    for action in actions:
+        if "add" in action:
+            (table / action["add"]["path"]).unlink()
+            action["add"].update(path=raw.as_uri(), size=raw.stat().st_size)
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert gc(cli, root, "--delta-table", str(table))["files"] == []
+    assert raw.exists()
+
+
+def test_a_named_table_whose_folder_needs_escaping_is_judged_as_listed(cli, root: Path) -> None:  # noqa: ANN001
+    table = root / "sales 2024=x" / "données"
+    delta_table(table, writes=2)
+    before = files(root)
+    done = gc(cli, root, "--delta-under", str(root), "--unowned", "delete")
+    assert done["details"]["unowned table folders"] == []
+    assert done["files"] == []  # inside its 7-day retention: its VACUUM takes nothing
+    assert files(root) == before
+
+
+def test_a_repository_link_with_escaped_characters_is_live(cli, root: Path) -> None:  # noqa: ANN001
+    linked = put(root / "raw" / "a b%c.bin")
+    cli("repo", "create", "lakegc://repo", str(root / "repos" / "repo"))
+    size = str(linked.stat().st_size)
+    cli("fs", "link", "lakegc://repo/main/a", "--address", str(linked), "--size", size, "--checksum", "c")
+    cli("commit", "lakegc://repo/main", "-m", "link")
+    age_tree(root)
+    assert gc(cli, root)["files"] == []  # named or not, what a repository links is live
+    cli("fs", "cat", "lakegc://repo/main/a")
+
+
+@pytest.mark.parametrize("inside", ["namespace", "delta"])
+def test_a_location_inside_a_namespace_or_a_table_is_refused(cli, root: Path, inside: str) -> None:  # noqa: ANN001
+    if inside == "namespace":
+        cli("repo", "create", "lakegc://repo", str(root / "repo"))
+        cli("fs", "upload", "lakegc://repo/main/a", "--source", "-", input=b"a")
+        cli("commit", "lakegc://repo/main", "-m", "a")
+        location = root / "repo" / "data"
+    else:
+        write_deltalake(str(root / "dt"), pa.table({"id": [1], "p": ["x"]}), partition_by=["p"])
+        location = root / "dt" / "p=x"
+    age_tree(root)
+    before = files(root)
+    result = gc(cli, location, ok=False)
+    line = one_error(result)
+    assert "refusing" in line or "lies inside" in line
+    assert files(root) == before
+
+
+def test_namespaces_nobody_named_are_never_collected(cli, root: Path) -> None:  # noqa: ANN001
+    """With --unowned delete: a lakeFS namespace, a lakegc namespace of another metastore."""
+    put(root / "lfs" / "_lakefs" / "0a" / "range")
+    put(root / "lfs" / "data" / "g1" / "obj")
+    put(root / "other" / "_lakegc" / "repository.json", b"{}")
+    put(root / "other" / "data" / "s1" / "obj")
+    before = files(root)
+    done = gc(cli, root, "--unowned", "delete")
+    assert done["files"] == [] and files(root) == before
+
+
+def test_a_named_table_inside_an_unowned_folder_is_judged_by_its_own_gc(cli, root: Path) -> None:  # noqa: ANN001
+    put(root / "old" / "metadata" / "v1.metadata.json", b"{}")  # a dropped Iceberg table's folder
+    table = root / "old" / "sales"
+    delta_table(table, writes=2)  # its removed file is inside the 7-day retention
+    stale = put(root / "old" / "data" / "x.parquet")
+    before = files(root)
+    kept = gc(cli, root, "--delta-table", str(table))
+    assert kept["files"] == [] and files(root) == before
+    done = gc(cli, root, "--delta-table", str(table), "--unowned", "delete")
+    assert sorted(done["files"]) == ["old/data/x.parquet", "old/metadata/v1.metadata.json"]
+    assert not stale.exists() and {f for f in before if f.startswith("old/sales/")} <= files(root)
+
+
+def test_another_runs_restore_window_is_never_collected(cli, root: Path) -> None:  # noqa: ANN001
+    put(root / "sub" / "old.bin")
+    inner = gc(cli, root / "sub", "--quarantine", "30d")
+    assert inner["files"] == ["old.bin"]
+    assert gc(cli, root, "--unowned", "delete")["files"] == []
+    assert cli("warehouse", "restore", inner["run_id"], "--json").json()["restored"] == 1
+
+
+def test_a_reference_through_a_symlink_inside_the_warehouse_is_live(cli, root: Path) -> None:  # noqa: ANN001
+    real = put(root / "real" / "f.bin")
+    (root / "alias").symlink_to(root / "real")
+    cli("repo", "create", "lakegc://repo", str(root / "repos" / "repo"))
+    size = str(real.stat().st_size)
+    cli(
+        "fs",
+        "link",
+        "lakegc://repo/main/f",
+        "--address",
+        str(root / "alias" / "f.bin"),
+        "--size",
+        size,
+        "--checksum",
+        "c",
+    )
+    cli("commit", "lakegc://repo/main", "-m", "f")
+    age_tree(root)
+    assert gc(cli, root, "--repositories")["files"] == []
+    assert real.exists()
