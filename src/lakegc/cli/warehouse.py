@@ -115,11 +115,7 @@ def gc(
     """Delete the files under LOCATION that none of the named systems references. With --json,
     "files" lists them (relative to LOCATION, sorted)."""
     file = read_config(config) if config is not None else {}
-    age = min_age or file.get("min_age", "7d")
-    if not dry_run and parse_duration(age) < timedelta(days=1):
-        output.warn(
-            f"--min-age {age} is under a day: files of writes still in flight, outside every table, may be deleted"
-        )
+    age = _min_age(min_age or file.get("min_age", "7d"), dry_run)
     with progress("warehouse GC", as_json=as_json) as phase:
         run = warehouse_api.warehouse_gc(
             location,
@@ -149,6 +145,15 @@ def gc(
         return
     output.print_run(run, as_json)
     print_folders(run.details.get("folders", []), run.details.get("unowned table folders", []))
+
+
+def _min_age(text: str, dry_run: bool) -> str:
+    """--min-age as given; under a day, when files are deleted, a warning (as `iceberg gc` gives)."""
+    if not dry_run and parse_duration(text) < timedelta(days=1):
+        output.warn(
+            f"--min-age {text} is under a day: files of writes still in flight, outside every table, may be deleted"
+        )
+    return text
 
 
 def read_config(path: Path) -> dict[str, Any]:
