@@ -22,6 +22,7 @@ from lakegc.cli.options import (
     state,
 )
 from lakegc.cli.progress import progress
+from lakegc.cli.records import restore_command
 from lakegc.timeutil import parse_duration
 
 app = new_app("GC for a lakeFS installation: a repository's namespace, decided as lakeFS's own GC does.")
@@ -115,22 +116,7 @@ def gc(
     output.print_run(run, as_json)
 
 
-@app.command(
-    "restore",
-    help="Move a run's quarantined objects back to their addresses (while its restore window lasts).",
-    epilog="Example: lakegc lakefs restore 5c0ffee --path 'data/g01*'",
-)
-def restore(
-    run_id: str = RUN_ID,
-    path: str | None = typer.Option(None, "--path", metavar="GLOB", help="Only addresses matching GLOB."),
-    runs: str | None = RUNS,
-    as_json: bool = JSON,
-) -> None:
-    done = lakefs_api.lakefs_restore(run_id, path_glob=path, runs_location=runs)
-    if as_json:
-        output.emit_json(done.to_json())
-        return
-    output.table("", "", rows=[["restored", done.restored], ["kept (an object is there again)", done.kept]])
+restore_command(app, "lakefs", lakefs_api.lakefs_restore, "objects", "5c0ffee --path 'data/g01*'")
 
 
 @app.command("runs", help="lakeFS GC runs, newest first.", epilog="Example: lakegc lakefs runs example-repo --json")

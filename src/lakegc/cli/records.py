@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 
 from lakegc import api
@@ -40,3 +43,25 @@ def records(app: typer.Typer, kind: str) -> None:
         run_id: str = RUN_ID, runs: str | None = RUNS, as_json: bool = JSON, limit: int | None = LIMIT
     ) -> None:
         output.print_candidates(api.connector_candidates(kind, run_id, runs_location=runs, limit=limit), as_json)
+
+
+def restore_command(app: typer.Typer, kind: str, restorer: Callable[..., Any], things: str, example: str) -> None:
+    """`restore RUN_ID [--path GLOB]` for a connector with a restore window: `restorer(run_id,
+    path_glob=, runs_location=)` moves a run's quarantined `things` back."""
+
+    @app.command(
+        "restore",
+        help=f"Move a run's quarantined {things} back (while its restore window lasts).",
+        epilog=f"Example: lakegc {kind} restore {example}",
+    )
+    def restore(
+        run_id: str = RUN_ID,
+        path: str | None = typer.Option(None, "--path", metavar="GLOB", help="Only paths matching GLOB."),
+        runs: str | None = RUNS,
+        as_json: bool = JSON,
+    ) -> None:
+        done = restorer(run_id, path_glob=path, runs_location=runs)
+        if as_json:
+            output.emit_json(done.to_json())
+            return
+        output.table("", "", rows=[["restored", done.restored], ["kept (something is there again)", done.kept]])

@@ -19,13 +19,12 @@ from lakegc.cli.options import (
     MAX_DELETE_RATE,
     MAX_DELETES,
     REMOTE,
-    RUN_ID,
     RUNS,
     on_spark,
     state,
 )
 from lakegc.cli.progress import progress
-from lakegc.cli.records import records
+from lakegc.cli.records import records, restore_command
 from lakegc.engine.report import human_bytes
 from lakegc.errors import InvalidArgument
 from lakegc.timeutil import parse_duration
@@ -195,22 +194,7 @@ def print_folders(folders: list[dict[str, Any]], unowned: list[dict[str, str]]) 
         )
 
 
-@app.command(
-    "restore",
-    help="Move a run's quarantined files back (while its restore window lasts).",
-    epilog="Example: lakegc warehouse restore 20261128T0612 --path 'stray/*'",
-)
-def restore(
-    run_id: str = RUN_ID,
-    path: str | None = typer.Option(None, "--path", metavar="GLOB", help="Only paths matching GLOB."),
-    runs: str | None = RUNS,
-    as_json: bool = JSON,
-) -> None:
-    done = warehouse_api.warehouse_restore(run_id, path_glob=path, runs_location=runs)
-    if as_json:
-        output.emit_json(done.to_json())
-        return
-    output.table("", "", rows=[["restored", done.restored], ["kept (a file is there again)", done.kept]])
+restore_command(app, "warehouse", warehouse_api.warehouse_restore, "files", "20261128T0612 --path 'stray/*'")
 
 
 records(app, "warehouse")
