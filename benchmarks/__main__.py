@@ -33,9 +33,9 @@ from benchmarks.delta import compare
 from benchmarks.lakefs import measure as measure_lakefs
 from benchmarks.lakefs import summary as lakefs_summary
 from benchmarks.measure import keep_caches
+from benchmarks.plot import plot_sweep
 from benchmarks.warehouse import measure as measure_warehouse
 from benchmarks.warehouse import summary as warehouse_summary
-from benchmarks.plot import plot_sweep
 
 SWEEP_SCALES = (0.1, 0.25, 0.5, 1.0)
 app = typer.Typer(add_completion=False)
