@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import struct
-import subprocess
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +18,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.parquet as pq
 import pytest
 from conftest import CliResult, Env, make_cli, new_metastore, one_error, snapshot
+from support.browser import render_in_chromium
 
 from lakegc.repo.repository import Lake
 from lakegc.timeutil import utcnow
@@ -334,45 +331,6 @@ def test_candidates_are_named_and_filtered(life):
     assert table[0].split() == ["ADDRESS", "SIZE", "MTIME", "REASON", "PATH", "COMMIT", "BRANCH"]
     assert table[1].split()[3:] == ["expired", "a", g.commits["c1"][:12], "main"]
     one_error(life.cli("gc", "candidates", REPO, run_id, "--reason", "old", ok=False), "invalid reason 'old'")
-
-
-def render_in_chromium(report: Path, tmp_path: Path) -> str:
-    """Open the report in Debian's headless chromium: its DOM, after a screenshot proved it draws."""
-    browser = shutil.which("chromium")
-    assert browser, "Debian's chromium is needed (./dev test installs it)"
-    page = report.as_uri()
-    flags = [
-        browser,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True).stdout
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        [*flags, f"--screenshot={shot}", "--window-size=1000,1400", page], capture_output=True, timeout=120, check=True
-    )
-    png = shot.read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1000, 1400)
-    pixels = zlib.decompress(b"".join(_png_chunks(png, b"IDAT")))
-    assert sum(1 for b in pixels if b not in (0, 255)) > 20_000  # text and bars, not a blank page
-    return dom
-
-
-def _png_chunks(png: bytes, kind: bytes) -> list[bytes]:
-    chunks, at = [], 8
-    while at < len(png):
-        (length,), tag = struct.unpack(">I", png[at : at + 4]), png[at + 4 : at + 8]
-        if tag == kind:
-            chunks.append(png[at + 8 : at + 8 + length])
-        at += 12 + length
-    return chunks
 
 
 def test_candidates_json_lists_address_size_mtime_and_reason(life):

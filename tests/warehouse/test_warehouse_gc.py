@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import one_error
+from support.browser import render_in_chromium
 from support.warehouse import Warehouse, age, build_warehouse, put
 
 from lakegc.warehouse import recheck
@@ -296,13 +297,14 @@ def test_bad_options_are_one_error_line(wh: Warehouse, cli, args: list[str]) -> 
     assert wh.files() == before
 
 
-def test_the_report_shows_what_each_folder_frees(wh: Warehouse, cli) -> None:  # noqa: ANN001
+def test_the_report_shows_what_each_folder_frees(wh: Warehouse, cli, tmp_path: Path) -> None:  # noqa: ANN001
     result = cli("warehouse", "gc", str(wh.root), *every_system(wh), "--dry-run")
     assert "outside every table" in result.stdout and "iceberg/dropped/" in result.stdout
     run_id = cli("warehouse", "runs", "--json").json()[0]["run_id"]
     report = cli("warehouse", "show", run_id, "--html").stdout.strip().splitlines()[-1]
-    page = Path(report.split()[-1].removeprefix("file://")).read_text()
-    assert "inside a table but unreferenced" in page and "Unowned table folders" in page
+    dom = render_in_chromium(Path(report.split()[-1].removeprefix("file://")), tmp_path)
+    assert "<h2>Folders</h2>" in dom and "<h2>Unowned table folders</h2>" in dom
+    assert "inside a table but unreferenced" in dom and "iceberg/dropped/" in dom
 
 
 def test_an_old_file_named_like_a_marker_deep_in_a_table_is_no_table(wh: Warehouse, cli) -> None:  # noqa: ANN001
