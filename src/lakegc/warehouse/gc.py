@@ -167,7 +167,7 @@ class WarehouseCollector:
         unreferenced = judged.where(~F.col("young")).join(referenced, "address", "left_anti")
         freeable = _agreed(unreferenced, live.delta_collectable(spark, plan.systems, judged))
         freeable = recheck.outside_iox(freeable, plan.systems.iox_catalog).persist()
-        timed("writing the candidates")
+        timed("judging every file and writing the candidates", "the anti-join, each Delta table's VACUUM")
         stage.run.details["folders"] = _by_folder(freeable)
         take = F.col("category") != UNOWNED if not self.options.unowned_delete else F.lit(True)
         counts = stage.write_candidates(
