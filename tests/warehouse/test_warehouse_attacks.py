@@ -147,3 +147,123 @@ def test_a_reference_through_a_symlink_inside_the_warehouse_is_live(cli, root: P
     age_tree(root)
     assert gc(cli, root, "--repositories")["files"] == []
     assert real.exists()
+
+
+# -- found by the second review -----------------------------------------------------------------------------
+@pytest.mark.parametrize("named", [["--delta-under", "ROOT"], ["--delta-table", "ROOT/n", "--unowned", "delete"]])
+def test_a_table_written_into_a_named_delta_table_s_partition_takes_none_of_its_files(
+    cli,
+    root: Path,
+    named: list[str],  # noqa: ANN001
+) -> None:
+    outer = root / "n"
+    write_deltalake(str(outer), pa.table({"id": [1], "p": ["x"]}), partition_by=["p"])
+    write_deltalake(str(outer / "p=x"), pa.table({"id": [2]}))  # a second table, by mistake, in a partition
+    age_tree(root)
+    from deltalake import DeltaTable
+
+    own = {Path(u.removeprefix("file://")).relative_to(root).as_posix() for u in DeltaTable(str(outer)).file_uris()}
+    gc(cli, root, *[a.replace("ROOT", str(root)) for a in named])
+    assert own <= files(root)
+    assert DeltaTable(str(outer)).to_pyarrow_table().num_rows == 1
+
+
+def test_an_iceberg_catalog_s_database_in_the_warehouse_is_live(
+    cli,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    uri = f"sqlite:///{root / 'pyiceberg_catalog.db'}"
+    monkeypatch.setenv("PYICEBERG_CATALOG__GUIDE__URI", uri)
+    monkeypatch.setenv("PYICEBERG_CATALOG__GUIDE__WAREHOUSE", root.as_uri())
+    SqlCatalog("guide", uri=uri, warehouse=root.as_uri()).create_namespace("db")
+    age_tree(root)
+    assert gc(cli, root, "--iceberg-catalog", "guide")["files"] == []
+    assert gc(cli, root)["files"] == []  # configured, not named: the same
+    assert (root / "pyiceberg_catalog.db").exists()
+
+
+def test_a_repository_created_during_the_run_keeps_what_it_links(
+    cli,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    from lakegc.warehouse import recheck
+
+    linked = put(root / "landing" / "big.csv")
+    real = recheck.still_unreferenced
+
+    def racing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        cli("repo", "create", "lakegc://late", str(root.parent / "late"))
+        size = str(linked.stat().st_size)
+        cli("fs", "link", "lakegc://late/main/big.csv", "--address", str(linked), "--size", size, "--checksum", "c")
+        cli("commit", "lakegc://late/main", "-m", "link")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recheck, "still_unreferenced", racing)
+    assert gc(cli, root)["num_deleted"] == 0
+    cli("fs", "cat", "lakegc://late/main/big.csv")
+
+
+def test_a_delta_commit_during_the_run_naming_a_file_elsewhere_keeps_it(
+    cli,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    """A shallow clone replaced during the run: its new commit adds a stray file by absolute path."""
+    from lakegc.warehouse import recheck
+
+    table = root / "clone"
+    delta_table(table)
+    adopted = put(root / "raw" / "part-9.parquet")
+    real = recheck.still_unreferenced
+
+    def racing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        add = {"path": adopted.as_uri(), "size": 7, "partitionValues": {}, "modificationTime": 0, "dataChange": True}
+        (table / "_delta_log" / "00000000000000000001.json").write_text(json.dumps({"add": add}) + "\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recheck, "still_unreferenced", racing)
+    assert gc(cli, root, "--delta-table", str(table))["num_deleted"] == 0
+    assert adopted.exists()
+
+
+def test_a_location_inside_a_restore_window_is_refused(cli, root: Path) -> None:  # noqa: ANN001
+    put(root / "stray" / "old.bin")
+    gc(cli, root, "--quarantine", "3d")
+    before = files(root)
+    result = gc(cli, root / "_lakegc", ok=False)
+    assert "own metadata" in one_error(result)
+    assert files(root) == before
+
+
+def test_files_an_iox_catalog_names_during_the_run_are_kept(
+    cli,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    import uuid
+
+    import sqlalchemy as sa
+
+    from lakegc.warehouse import recheck
+
+    url = f"sqlite:///{tmp_path / 'iox.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table parquet_file (object_store_id text unique not null, to_delete bigint)"))
+    uid = uuid.uuid4()
+    put(root / "iox" / f"{uid}.parquet")
+    real = recheck.still_unreferenced
+
+    def racing(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        with engine.begin() as conn:
+            conn.execute(sa.text("insert into parquet_file values (:id, null)"), {"id": str(uid)})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recheck, "still_unreferenced", racing)
+    assert gc(cli, root, "--catalog", url)["num_deleted"] == 0
+    engine.dispose()

@@ -109,6 +109,13 @@ def test_locator_keys_every_spelling(uri: str, keys: set[str]) -> None:
     assert LOCATOR.keys(uri) == keys
 
 
+@pytest.mark.parametrize("spelled", ["file:/wh/n", "file:///wh/n", "file://localhost/wh/n", "/wh/n/"])
+def test_a_named_folder_is_found_however_its_location_is_spelled(spelled: str) -> None:
+    from lakegc.warehouse.systems import Root
+
+    assert Root("file:///wh").prefix_of(spelled) == "n/"
+
+
 def test_locator_reads_lakefs_local_addresses() -> None:
     found = Locator({"file:///blocks/wh/": ""}, "/blocks")
     assert found.key("local://wh/x/y") == "x/y"

@@ -210,9 +210,10 @@ def _check_not_inside(root: Root, systems: Systems) -> None:
 
 def _real(location: str) -> str:
     from lakegc.storage import real_location
+    from lakegc.warehouse.systems import written
 
     try:
-        return real_location(location)
+        return real_location(written(location))
     except InvalidArgument:  # a store lakegc cannot address holds no warehouse of ours
         return "unaddressable://"
 

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakegc.connectors.iceberg.paths import parse_location
+from lakegc.warehouse.systems import written
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakegc.connectors.delta.gc import DeltaPlan
-    from lakegc.warehouse.systems import Systems
+    from lakegc.connectors.delta.log import Segment
+    from lakegc.warehouse.systems import DeltaTable, Systems
 
 ADDRESS = "address string"
 
@@ -64,7 +65,7 @@ class Locator:
         really is through symlinks (each folder resolved once, `real_dirs`). Protecting a key
         that is not there costs nothing; missing the one that is, a file."""
         uri = self._local(uri)
-        spellings = {_written(uri)}
+        spellings = {written(uri)}
         with contextlib.suppress(Exception):  # a reference that is no location names nothing here
             spellings.add(canonical(uri))
         spellings |= {_decoded(s) for s in spellings if s.startswith("file://") and "%" in s}
@@ -105,21 +106,6 @@ class Locator:
         return run
 
 
-def _written(uri: str) -> str:
-    """A location with only its scheme normalised: `s3a`/`s3n` are `s3`, a bare path and `file:/x`
-    and `file://localhost/x` are `file:///x`."""
-    for alias in ("s3a://", "s3n://"):
-        if uri.startswith(alias):
-            return "s3://" + uri.removeprefix(alias)
-    if uri.startswith("/"):
-        return "file://" + uri
-    if uri.startswith("file://localhost/"):
-        return "file:///" + uri.removeprefix("file://localhost/")
-    if uri.startswith("file:/") and not uri.startswith("file://"):
-        return "file://" + uri.removeprefix("file:")
-    return uri
-
-
 def _decoded(uri: str) -> str:
     from urllib.parse import unquote
 
@@ -142,13 +128,27 @@ def locator(written: str, real: str, named: Mapping[str, str], local_root: str |
 def referenced(spark: SparkSession, systems: Systems, where: Locator) -> DataFrame:
     """Every key under the warehouse some named system references (see the module)."""
     parts = [iceberg_references(spark, systems, where)]
-    parts += [delta_references(spark, d.plan, where) for d in systems.delta]
+    parts += [delta_references(spark, d, where) for d in systems.delta]
+    parts += [named_files(spark, systems.files, where)] if systems.files else []
     parts += [repository_references(spark, r.storage, sorted(r.trees), r.staged, where) for r in systems.repositories]
     parts += [lakefs_references(spark, t.trees, sorted(t.files), where) for t in systems.lakefs]
     found = parts[0]
     for part in parts[1:]:
         found = found.unionByName(part)
     return found
+
+
+def named_files(spark: SparkSession, files: tuple[str, ...], where: Locator) -> DataFrame:
+    """Files a system names itself (a catalog's database), as warehouse keys (a short list)."""
+    from lakegc.engine.tasks import work_items
+
+    keys = sorted({k for f in files for k in where.keys(f)})
+
+    def emit(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in batches:
+            yield pa.RecordBatch.from_arrays([pa.array(keys, pa.string())], names=["address"])
+
+    return work_items(spark, 1, 1).mapInArrow(emit, ADDRESS)
 
 
 def iceberg_references(spark: SparkSession, systems: Systems, where: Locator) -> DataFrame:
@@ -161,17 +161,44 @@ def iceberg_references(spark: SparkSession, systems: Systems, where: Locator) ->
     return reachable.select("uri").mapInArrow(where.task(), ADDRESS)
 
 
-def delta_references(spark: SparkSession, plan: DeltaPlan, where: Locator) -> DataFrame:
-    """What a Delta table's log names by absolute path under the warehouse (a shallow clone's
-    source files, deletion vectors kept elsewhere), as warehouse keys: every add and remove of its
-    state's segment, read with the warehouse as the root its paths are taken against. (A relative
-    path comes out as itself, naming a key at the warehouse's root: one more file kept, at most.)"""
+def delta_references(spark: SparkSession, table: DeltaTable, where: Locator, since: Segment | None = None) -> DataFrame:
+    """What a Delta table's log keeps, as warehouse keys, for whatever else might judge those files:
+    - every path its adds and removes name by absolute path under the warehouse (a shallow clone's
+      source files, deletion vectors kept elsewhere), read with the warehouse as the root its paths
+      are taken against (a relative path comes out as itself, naming a key at the warehouse's
+      root: one more file kept, at most);
+    - for a table under the warehouse, its live files and those its retention still keeps, under
+      its folder: another table nested in one of its folders must not take them.
+    With `since` (the commits after the mark's), the first part of those commits only."""
     from pyspark.sql import functions as F
 
     from lakegc.connectors.delta.actions import ADD, REMOVE, read_actions
+    from lakegc.connectors.delta.vacuum import live_files
 
-    actions = read_actions(spark, plan.storage, plan.seg, where.roots).where(F.col("kind").isin(ADD, REMOVE))
-    named = actions.select(F.col("path").alias("address")).unionByName(actions.select(F.col("dv").alias("address")))
+    plan = table.plan
+    actions = read_actions(spark, plan.storage, since or plan.seg, where.roots).where(F.col("kind").isin(ADD, REMOVE))
+    found = paths(actions.select("path", "dv"))
+    if table.prefix is None or since is not None:
+        return found
+    own = read_actions(spark, plan.storage, plan.seg, plan.roots)
+    cutoff_ms = int((plan.run.now - plan.retention).timestamp() * 1000)
+    inside = own.where((F.col("kind") == REMOVE) & (F.coalesce(F.col("deletion_ts"), F.lit(0)) >= cutoff_ms))
+    kept = paths(live_files(own).select("path", "dv").unionByName(inside.select("path", "dv")))
+    return found.unionByName(prefixed(kept, table.prefix))
+
+
+def prefixed(keys: DataFrame, prefix: str) -> DataFrame:
+    """Keys of a table's folder as keys of the warehouse."""
+    from pyspark.sql import functions as F
+
+    return keys.select(F.concat(F.lit(prefix), F.col("address")).alias("address"))
+
+
+def paths(rows: DataFrame) -> DataFrame:
+    """The `path` and `dv` of file actions as one column of keys (`address`)."""
+    from pyspark.sql import functions as F
+
+    named = rows.select(F.col("path").alias("address")).unionByName(rows.select(F.col("dv").alias("address")))
     return named.where(F.col("address").isNotNull())
 
 

@@ -44,21 +44,9 @@ def still_unreferenced(
     known: frozenset[str],
 ) -> DataFrame:
     """The candidates less what the systems reference now (see the module)."""
-    from pyspark.sql import functions as F
-
-    from lakegc.connectors.delta.gc import added_since
-
-    for d in systems.delta:
-        since = added_since(spark, d.plan) if d.prefix is not None else None
-        if since is not None:
-            added, commits = since
-            run.details[f"Delta commits since the mark ({d.location})"] = commits
-            candidates = candidates.join(
-                added.select(F.concat(F.lit(d.prefix), F.col("address")).alias("address")), "address", "left_anti"
-            )
     for now in _referenced_now(spark, systems, where, run):
         candidates = candidates.join(now, "address", "left_anti")
-    return outside_new_tables(spark, storage, candidates, run, known)
+    return outside_iox(outside_new_tables(spark, storage, candidates, run, known), systems.iox_catalog)
 
 
 def _referenced_now(spark: SparkSession, systems: Systems, where: Locator, run: Run) -> Iterator[DataFrame]:
@@ -66,21 +54,33 @@ def _referenced_now(spark: SparkSession, systems: Systems, where: Locator, run: 
     and lakeFS's new metadata files reference now."""
     from dataclasses import replace
 
+    from pyspark.sql import functions as F
+
+    from lakegc.connectors.delta.actions import ADD, read_actions
+    from lakegc.connectors.delta.gc import segment_since
     from lakegc.lakefs.trees import metadata_files
     from lakegc.warehouse import live
     from lakegc.warehouse.systems import iceberg_tables, repositories
 
+    for d in systems.delta:  # under the warehouse or not: its absolute paths may name files here
+        since = segment_since(d.plan)
+        if since is None:
+            continue
+        run.details[f"Delta commits since the mark ({d.location})"] = since.version - d.plan.seg.version
+        yield live.delta_references(spark, d, where, since)
+        if d.prefix is not None:
+            added = read_actions(spark, d.plan.storage, since, d.plan.roots).where(F.col("kind") == ADD)
+            yield live.prefixed(live.paths(added.select("path", "dv")), d.prefix)
     if systems.catalogs:
         seen = {t.state for t in systems.iceberg}  # by state: a table reached by two names was read once
         changed = [t for t in iceberg_tables(systems.catalogs)[0] if t.state not in seen]
         if changed:
             run.details["Iceberg tables changed since the mark"] = sorted(t.label for t in changed)
             yield live.iceberg_references(spark, replace(systems, iceberg=tuple(changed)), where)
-    if systems.repositories:
-        before = {r.name: r.trees for r in systems.repositories}
-        for r in repositories(systems.metastore, utcnow()):
-            new = sorted(r.trees - before.get(r.name, frozenset()))
-            yield live.repository_references(spark, r.storage, new, r.staged, where)
+    before = {r.name: r.trees for r in systems.repositories}
+    for r in repositories(systems.metastore, utcnow()):  # one created since the mark too
+        new = sorted(r.trees - before.get(r.name, frozenset()))
+        yield live.repository_references(spark, r.storage, new, r.staged, where)
     for t in systems.lakefs:
         new = sorted(set(metadata_files(t.trees.storage)) - t.files)
         if new:
@@ -131,6 +131,11 @@ def check_not_in_a_table(real: str) -> None:
     log or catalog that says which are live)."""
     from lakegc.storage import open_storage
 
+    if any(part in ("_lakegc", "_lakefs") for part in real.split("/")):
+        raise UnsafeLocation(
+            f"the warehouse location {real} lies in lakegc's or lakeFS's own metadata (a _lakegc/ or _lakefs/ "
+            "folder: a namespace's, or a restore window); nothing was listed or deleted"
+        )
     for folder in _self_and_above(real):
         marker = folder_marker(open_storage(folder), "")
         if marker is not None:

@@ -36,12 +36,27 @@ class Root:
         lies elsewhere or on a store lakegc cannot address (it may still reference files here).
         Compared as keys are listed: a local path's percent escapes decoded (`sales 2024/`)."""
         try:
-            real, root = plain(real_location(location)), plain(self.real)
+            real, root = plain(real_location(written(location))), plain(self.real)
         except InvalidArgument:
             return None
         if not within(root, real):
             return None
         return "" if real == root else real[len(root) + 1 :].rstrip("/") + "/"
+
+
+def written(uri: str) -> str:
+    """A location with only its scheme normalised: `s3a`/`s3n` are `s3`, a bare path and `file:/x`
+    and `file://localhost/x` are `file:///x`."""
+    for alias in ("s3a://", "s3n://"):
+        if uri.startswith(alias):
+            return "s3://" + uri.removeprefix(alias)
+    if uri.startswith("/"):
+        return "file://" + uri
+    if uri.startswith("file://localhost/"):
+        return "file:///" + uri.removeprefix("file://localhost/")
+    if uri.startswith("file:/") and not uri.startswith("file://"):
+        return "file://" + uri.removeprefix("file:")
+    return uri
 
 
 def plain(location: str) -> str:
@@ -91,6 +106,7 @@ class Systems:
     lakefs: tuple[LakeFSTrees, ...] = ()
     iox_catalog: str | None = None
     metastore: str | None = None  # where the repositories are read again
+    files: tuple[str, ...] = ()  # files a system keeps that no table names (a SQL catalog's database)
 
 
 def read_systems(root: Root, named: Named, now: datetime) -> Systems:
@@ -98,7 +114,7 @@ def read_systems(root: Root, named: Named, now: datetime) -> Systems:
     from lakegc.connectors.iceberg.catalogs import other_catalog_names
 
     configured = [c for c in other_catalog_names("") if c.lower() not in {n.lower() for n in named.iceberg_catalogs}]
-    iceberg, catalogs = iceberg_tables([*named.iceberg_catalogs, *configured])
+    iceberg, catalogs, databases = iceberg_tables([*named.iceberg_catalogs, *configured])
     delta = delta_tables(root, named.delta_locations)
     repos = repositories(named.metastore, now)  # named or not: what they link here is live either way
     lakefs = [lakefs_trees(name, named) for name in dict.fromkeys(named.lakefs_repos)]
@@ -123,6 +139,7 @@ def read_systems(root: Root, named: Named, now: datetime) -> Systems:
         tuple(lakefs),
         named.iox_catalog,
         named.metastore,
+        tuple(databases),
     )
 
 
@@ -142,20 +159,27 @@ class Named:
     iox_catalog: str | None = None
 
 
-def iceberg_tables(names: Iterable[str]) -> tuple[list[Loaded], list[str]]:
+def iceberg_tables(names: Iterable[str]) -> tuple[list[Loaded], list[str], list[str]]:
     """Every table of every named catalog; a table reached twice (the same catalog under two names,
-    a table registered twice), in the very same state, once."""
+    a table registered twice), in the very same state, once. Also the catalogs' SQLite database
+    files (pyiceberg's own guide keeps one in the warehouse folder: it is no stray file)."""
     from lakegc.connectors.iceberg.catalogs import load_catalog, load_tables
+    from lakegc.metastore import sqlite_file
 
     seen: set[tuple[str, str]] = set()
     tables: list[Loaded] = []
+    databases: list[str] = []
     catalogs = list(dict.fromkeys(names))
     for name in catalogs:
-        for t in load_tables(load_catalog(name), name, [], other=True):
+        catalog = load_catalog(name)
+        uri = str(getattr(catalog, "properties", {}).get("uri", ""))
+        db = sqlite_file(uri) if uri.startswith("sqlite") else None
+        databases += [db + suffix for suffix in ("", "-wal", "-shm", "-journal")] if db else []
+        for t in load_tables(catalog, name, [], other=True):
             if t.state not in seen:
                 seen.add(t.state)
                 tables.append(t)
-    return tables, catalogs
+    return tables, catalogs, databases
 
 
 def iceberg_owner(root: Root, t: Loaded, unnamed: bool) -> Owner:

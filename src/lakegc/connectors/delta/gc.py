@@ -329,12 +329,9 @@ def _fingerprint(storage: Storage, seg: Segment) -> tuple:
     return (key, info.size, info.mtime) if info is not None else (key, None, None)
 
 
-def added_since(spark: SparkSession, plan: DeltaPlan) -> tuple[DataFrame, int] | None:
-    """The log read again: the files (and deletion vectors) the commits since the planned version
-    add (column `address`, table-relative), and how many commits; None when there are none. A log
+def segment_since(plan: DeltaPlan) -> Segment | None:
+    """The log read again: the commits since the planned version, as a segment (None: none). A log
     that no longer holds the planned version as it was fails: the table was replaced."""
-    from pyspark.sql import functions as F
-
     storage, seg = plan.storage, plan.seg
     files = read_log_files(storage)
     latest = files.latest
@@ -346,10 +343,20 @@ def added_since(spark: SparkSession, plan: DeltaPlan) -> tuple[DataFrame, int] |
     if latest == seg.version:
         return None
     newer = [(v, files.commits[v]) for v in range(seg.version + 1, latest + 1) if v in files.commits]
-    since = Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
-    added = read_actions(spark, storage, since, plan.roots).where(F.col("kind") == ADD)
+    return Segment(latest, None, tuple(newer)) if len(newer) == latest - seg.version else segment(files)
+
+
+def added_since(spark: SparkSession, plan: DeltaPlan) -> tuple[DataFrame, int] | None:
+    """The files (and deletion vectors) the commits since the planned version add (column
+    `address`, table-relative), and how many commits; None when there are none (`segment_since`)."""
+    from pyspark.sql import functions as F
+
+    since = segment_since(plan)
+    if since is None:
+        return None
+    added = read_actions(spark, plan.storage, since, plan.roots).where(F.col("kind") == ADD)
     named = added.select(F.col("path").alias("address")).unionByName(added.select(F.col("dv").alias("address")))
-    return named.where(F.col("address").isNotNull()), latest - seg.version
+    return named.where(F.col("address").isNotNull()), since.version - plan.seg.version
 
 
 def _sweep(spark: SparkSession, plan: DeltaPlan, stage: Stage) -> Swept:
