@@ -109,7 +109,10 @@ def test_json_keeps_progress_on_stderr_and_quiet_silences_it(cli: Cli, young_lak
 # -- help and completion ----------------------------------------------------------------------------
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
     found = []
-    for name, command in group.commands.items():
+    ctx = typer.Context(group)
+    for name in group.list_commands(ctx):  # as click lists them: the root loads each command when asked
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if hasattr(command, "commands"):  # a group (typer's own Group class)
             found += _commands(command, (*prefix, name))
         else:

@@ -11,7 +11,6 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-import sqlalchemy as sa
 import typer
 from typer.core import TyperGroup
 
@@ -46,7 +45,7 @@ def error_message(exc: Exception) -> str:
     Spark executor's error, a dead JVM, a bug) by its cause."""
     if isinstance(exc, LakegcError):
         return str(exc)
-    if isinstance(exc, sa.exc.SQLAlchemyError):
+    if type(exc).__module__.startswith("sqlalchemy."):  # its errors, without importing it for every command
         return "metastore: " + first_line(getattr(exc, "orig", None) or exc, 1000)
     if isinstance(exc, OSError) and not jvm_gone(exc):
         return f"storage: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")

@@ -2,16 +2,163 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
-from lakegc.cli import connectors, db, demo, engine, fs, gc, history, lakefs, output, refs, server, warehouse
-from lakegc.cli.group import Group, add_commands
+from lakegc.cli import output
+from lakegc.cli.group import Commands, Group
 from lakegc.cli.options import State
 from lakegc.redact import mask_secrets
+
+# Every subcommand: (its module under lakegc.cli, the typer app of a group or the `Commands` that
+# declare a command there), and its one-line help. A command's module is imported only when that
+# command runs (or its own --help is asked for): `lakegc --version` and `lakegc --help` load no SQL,
+# Arrow or Spark module, and `lakegc log` no connector. `test_cli_imports` keeps the lines here equal
+# to the modules' own.
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "serve": (
+        "server",
+        "commands",
+        (
+            "Serve the metastore's repositories over lakeFS's REST API at /api/v1 (basic auth with a key "
+            "pair from `lakegc auth create-user`), so lakeFS's clients work against lakegc."
+        ),
+    ),
+    "commit": (
+        "history",
+        "commands",
+        "Commit the branch's staged changes.",
+    ),
+    "merge": (
+        "history",
+        "commands",
+        "Merge SOURCE (any ref) into branch DEST: three-way, from the best common ancestor.",
+    ),
+    "log": (
+        "history",
+        "commands",
+        "Commits reachable from a ref, newest first.",
+    ),
+    "diff": (
+        "history",
+        "commands",
+        "Changes from LEFT to RIGHT; with only LEFT (a branch), its uncommitted changes.",
+    ),
+    "demo": (
+        "demo",
+        "commands",
+        (
+            "Build a demo lake (lakeFS's worked example of retention: main keeps 21 days, dev 7; plus "
+            "uncommitted leftovers), run GC on it and show what was collected."
+        ),
+    ),
+    "db": (
+        "db",
+        "app",
+        "Metastore schema.",
+    ),
+    "repo": (
+        "refs",
+        "repo_app",
+        "Create, list and delete repositories.",
+    ),
+    "branch": (
+        "refs",
+        "branch_app",
+        "Create, list, delete, reset and revert branches.",
+    ),
+    "tag": (
+        "refs",
+        "tag_app",
+        "Create, list and delete tags.",
+    ),
+    "fs": (
+        "fs",
+        "app",
+        "Upload, read, list, copy, link and remove objects.",
+    ),
+    "gc": (
+        "gc",
+        "app",
+        "Garbage collection: retention rules, runs, sweeps.",
+    ),
+    "catalog": (
+        "connectors",
+        "catalog_app",
+        "GC for an IOx-style catalog: its parquet_file table and the object store it names.",
+    ),
+    "iceberg": (
+        "connectors",
+        "iceberg_app",
+        "GC for Iceberg tables: expire snapshots, then delete files no table references.",
+    ),
+    "delta": (
+        "connectors",
+        "delta_app",
+        "GC for Delta Lake tables: a full VACUUM, deciding as delta-rs does, on Spark.",
+    ),
+    "lakefs": (
+        "lakefs",
+        "app",
+        "GC for a lakeFS installation: a repository's namespace, decided as lakeFS's own GC does.",
+    ),
+    "warehouse": (
+        "warehouse",
+        "app",
+        "GC for a whole warehouse: what no table, catalog or repository under a prefix references.",
+    ),
+    "auth": (
+        "server",
+        "auth_app",
+        "Users of `lakegc serve` and their key pairs.",
+    ),
+    "engine": (
+        "engine",
+        "app",
+        ("A warm local Spark (Spark Connect on 127.0.0.1) that commands use instead of starting their own."),
+    ),
+}
+
+
+def load_subcommand(name: str) -> Any:
+    """The (click) command of subcommand `name`, its module imported now."""
+    module_name, attribute, _ = SUBCOMMANDS[name]
+    found = getattr(importlib.import_module(f"lakegc.cli.{module_name}"), attribute)
+    if isinstance(found, Commands):
+        holder = typer.Typer(cls=Group, pretty_exceptions_enable=False, rich_markup_mode=None)
+        function, settings = found.declared[name]
+        holder.command(name, **settings)(function)
+        command = typer.main.get_command(holder)
+    else:
+        command = typer.main.get_group(found)
+    command.name = name
+    return command
+
+
+class _Root(Group):
+    """The root group: its subcommands listed from `SUBCOMMANDS`, each loaded when it is used."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        return load_subcommand(cmd_name) if cmd_name in SUBCOMMANDS else None
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in SUBCOMMANDS)
+        rows = [
+            (name, TyperCommand(name, help=help_).get_short_help_str(limit))
+            for name, (_, _, help_) in SUBCOMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 _FORMS = (
     "URIs: lakegc://REPO, lakegc://REPO/REF, lakegc://REPO/REF/PATH (REF: a branch, a tag, a commit id or a "
@@ -22,7 +169,7 @@ _FORMS = (
     "2 a usage error."
 )
 app = typer.Typer(
-    cls=Group,
+    cls=_Root,
     help="Garbage collection for versioned data lakes: a git-like repository and its GC.",
     epilog=_FORMS,
     no_args_is_help=True,
@@ -70,22 +217,6 @@ def _root(
     from lakegc.engine import spark
 
     spark.show_jvm_noise = debug
-
-
-app.add_typer(db.app, name="db")
-app.add_typer(refs.repo_app, name="repo")
-app.add_typer(refs.branch_app, name="branch")
-app.add_typer(refs.tag_app, name="tag")
-app.add_typer(fs.app, name="fs")
-app.add_typer(gc.app, name="gc")
-app.add_typer(connectors.catalog_app, name="catalog")
-app.add_typer(connectors.iceberg_app, name="iceberg")
-app.add_typer(connectors.delta_app, name="delta")
-app.add_typer(lakefs.app, name="lakefs")
-app.add_typer(warehouse.app, name="warehouse")
-app.add_typer(server.auth_app, name="auth")
-app.add_typer(engine.app, name="engine")
-add_commands(app, ("serve", "commit", "merge", "log", "diff", "demo"), server.commands, history.commands, demo.commands)
 
 
 class _LibraryLogs(logging.StreamHandler):

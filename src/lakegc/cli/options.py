@@ -7,16 +7,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from lakegc.cli import output
 from lakegc.errors import InvalidArgument
-from lakegc.metastore import Metastore
-from lakegc.repo.repository import Lake, Repository
-from lakegc.settings import spark_address
 from lakegc.uri import LakeUri, parse_uri
+
+if TYPE_CHECKING:
+    from lakegc.repo.repository import Lake, Repository
 
 
 @dataclass
@@ -30,12 +30,18 @@ class State:
     def lake(self) -> Lake:
         """The metastore's lake, which must exist: a mistyped URL is an error, never a new, empty
         lake (the metastore is created on first use by the commands that may create it)."""
+        from lakegc.metastore import Metastore
+        from lakegc.repo.repository import Lake
+
         return Lake(Metastore(self.metastore_url, create=False))
 
     @cached_property
     def creating_lake(self) -> Lake:
         """For the commands that may create the metastore: `repo create`, `db init`, `serve` and
         `auth create-user` (setting up a server), and the demo (its own)."""
+        from lakegc.metastore import Metastore
+        from lakegc.repo.repository import Lake
+
         return Lake(Metastore(self.metastore_url))
 
     def repo(self, uri: LakeUri) -> Repository:
@@ -82,6 +88,8 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
 def on_spark(master: str | None, remote: str | None, conf: list[str]) -> dict[str, Any]:
     """The `master` and `conf` of an API call that runs on Spark, from --master, --remote and --conf
     (checked in that order)."""
+    from lakegc.settings import spark_address
+
     return {"master": spark_address(master, remote), "conf": parse_conf(conf)}
 
 

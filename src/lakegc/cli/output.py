@@ -16,15 +16,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lakegc.engine.report import summary_rows, top_tables, window_cell
 from lakegc.redact import mask_doc, shown
-from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
-from lakegc.repo.repository import Repository
 from lakegc.timeutil import epoch_seconds, shown_time
 
 if TYPE_CHECKING:
     from lakegc.api import Candidate
     from lakegc.engine.runs import Run
+    from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
+    from lakegc.repo.repository import Repository
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False)
@@ -158,6 +157,8 @@ def change_doc(change: Change) -> dict[str, Any]:
 
 # -- runs: GC's and the connectors' --------------------------------------------------------------
 def print_run(found: Run, as_json: bool) -> None:
+    from lakegc.engine.report import summary_rows, top_tables
+
     if as_json:
         emit_json(found.to_json())
         return
@@ -168,6 +169,8 @@ def print_run(found: Run, as_json: bool) -> None:
 
 
 def print_runs(found: list[Run], as_json: bool) -> None:
+    from lakegc.engine.report import window_cell
+
     if as_json:
         emit_json([r.to_json() for r in found])
         return
