@@ -14,7 +14,6 @@ a cold start and must delete exactly the 50,000 leftovers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmarks.measure import Measured, keep_caches, run, write_aged
+from benchmarks.measure import Measured, dataset_main, run, write_aged
 
 FOLDERS = 1000
 RANGE_ENTRIES = 50_000
@@ -110,20 +109,7 @@ def measure(workdir: Path, objects: int, stale: int, console: Console) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--objects", type=int, default=1_000_000)
-    parser.add_argument("--workdir", type=Path, default=Path(os.environ.get("LAKEGC_BENCH_DIR", "/tmp/lakegc-bench")))
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--warm", action="store_true", help="keep the caches (quick runs)")
-    args = parser.parse_args()
-    if args.warm:
-        keep_caches()
-    console = Console(stderr=True)
-    figures = measure(args.workdir, args.objects, args.objects // 20, console)
-    if args.json:
-        print(json.dumps(figures, indent=2))
-        return
-    console.print(summary(figures))
+    dataset_main(__doc__, measure, summary)
 
 
 def summary(figures: dict) -> str:

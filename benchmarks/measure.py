@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +138,29 @@ def _is_java(pid: int) -> bool:
         return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
     except OSError:
         return False
+
+
+def dataset_main(doc: str, measure: Callable[..., dict], summary: Callable[[dict], str]) -> None:
+    """The command line of a benchmark that builds one dataset the size of S1 (`--objects` scales
+    it, a twentieth of it garbage) and times one lakegc command on it: `benchmarks.lakefs`,
+    `benchmarks.warehouse`. `--json` prints the figures, else their summary line."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=1_000_000)
+    parser.add_argument("--workdir", type=Path, default=Path(os.environ.get("LAKEGC_BENCH_DIR", "/tmp/lakegc-bench")))
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--warm", action="store_true", help="keep the caches (quick runs)")
+    args = parser.parse_args()
+    if args.warm:
+        keep_caches()
+    console = Console(stderr=True)
+    figures = measure(args.workdir, args.objects, args.objects // 20, console)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    console.print(summary(figures))
