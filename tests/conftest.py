@@ -149,16 +149,12 @@ def env(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Env:
 def patch_short_lock_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """For tests that run one command at a time: any lock wait can only be a command deadlocking
     on itself, so wait 0.3 s instead of the production 60 s and fail fast."""
+    monkeypatch.setattr(metastore.base, "BUSY_TIMEOUT_MS", 300)  # every SQLite connection's, SQLAlchemy's or not
     original = metastore._create_engine
 
     def create_engine(url: str) -> sa.engine.Engine:
         engine = original(url)
-        if engine.dialect.name == "sqlite":
-
-            @sa.event.listens_for(engine, "connect")
-            def _short_busy_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
-                dbapi_conn.execute("PRAGMA busy_timeout=300")
-        elif engine.dialect.name == "postgresql":
+        if engine.dialect.name == "postgresql":
 
             @sa.event.listens_for(engine, "connect")
             def _short_lock_timeout(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

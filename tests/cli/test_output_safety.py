@@ -24,7 +24,7 @@ from conftest import PROGRESS, CliResult, Env, age_objects, one_error
 from lakegc.engine.recorder import Recorder
 from lakegc.engine.runs import MetastoreRunLog, Run, RunState
 from lakegc.failures import cause, describe
-from lakegc.metastore import sql_url
+from lakegc.metastore.sql import sql_url
 from lakegc.redact import mask_secrets, printable
 from lakegc.repogc.outputs import run_folder
 from lakegc.storage import open_storage

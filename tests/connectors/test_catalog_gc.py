@@ -21,7 +21,7 @@ from conftest import Bucket, CliResult, Env, one_error
 
 from lakegc.connectors.catalog import classify, epoch_ns
 from lakegc.engine.collector import RunOptions
-from lakegc.metastore import sql_url
+from lakegc.metastore.sql import sql_url
 from lakegc.timeutil import utcnow
 
 Cli = Callable[..., CliResult]

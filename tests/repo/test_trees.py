@@ -24,13 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakegc.repo import trees
-from lakegc.repo.model import AddressKind, Change, ChangeType, Entry
+from lakegc.repo.model import AddressKind, Change, ChangeType, Entry, as_changes
 from lakegc.repo.trees import (
     METARANGES_PREFIX,
     RANGES_PREFIX,
     RangeRef,
     TreeStore,
-    as_changes,
     chunk,
     is_natural_cut,
     metarange_id,

@@ -48,6 +48,23 @@ def test_reset_drops_one_path_or_one_prefix_and_nothing_else(repo: Repository) -
     assert repo.reset_branch("main") == 2 and staged_paths(repo) == []
 
 
+def test_a_prefix_is_case_sensitive_everywhere_staging_is_read_or_dropped(repo: Repository) -> None:
+    """SQLite's LIKE ignores ASCII case: a reset of "a/" must not drop what is staged under "A/"
+    (its objects would then be uncommitted garbage a GC deletes), a listing of "a/" must not show
+    "A/", and a log of "a/" must not show the commit that only touched "A/"."""
+    repo.upload("main", "A/keep", b"upper")
+    repo.upload("main", "a/drop", b"lower")
+    assert [e.path for e in repo.list("main", "a/")] == ["a/drop"]
+    assert [e.path for e in repo.list("main", "A/")] == ["A/keep"]
+    assert repo.reset_branch("main", prefix="a/") == 1
+    assert staged_paths(repo) == ["A/keep"] and repo.read("main", "A/keep") == b"upper"
+    only_upper = repo.commit("main", "upper only").id
+    repo.upload("main", "a/later", b"lower")
+    lower = repo.commit("main", "lower").id
+    assert [c.id for c in repo.log("main", prefixes=["a/"])] == [lower]
+    assert [c.id for c in repo.log("main", prefixes=["A/"])] == [only_upper]
+
+
 def test_reset_of_a_staged_deletion_brings_the_committed_object_back(repo: Repository) -> None:
     repo.upload("main", "kept", b"v1")
     repo.commit("main", "one")

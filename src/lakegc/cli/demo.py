@@ -17,7 +17,8 @@ from lakegc.engine import warm
 from lakegc.engine.guard import check_root
 from lakegc.repo.repository import Lake
 from lakegc.retention.rules import GcRules
-from lakegc.settings import lakegc_home, spark_address
+from lakegc.settings import lakegc_home
+from lakegc.settings_file import spark_address
 
 _MARK = ".lakegc-demo"
 DEMO_CURVE = ("1d", "7d", "14d", "21d", "30d")  # what other retentions would have collected, in the run's report

@@ -214,9 +214,10 @@ def _root(
     ctx.obj = State(metastore, debug)
     output.set_verbosity(0 if quiet else 2 if verbose else 1)
     _LibraryLogs.enabled = debug
-    from lakegc.engine import spark
+    if debug or "lakegc.engine.spark" in sys.modules:  # a metadata command never loads the Spark module
+        from lakegc.engine import spark
 
-    spark.show_jvm_noise = debug
+        spark.show_jvm_noise = debug
 
 
 class _LibraryLogs(logging.StreamHandler):

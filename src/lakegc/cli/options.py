@@ -88,7 +88,7 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
 def on_spark(master: str | None, remote: str | None, conf: list[str]) -> dict[str, Any]:
     """The `master` and `conf` of an API call that runs on Spark, from --master, --remote and --conf
     (checked in that order)."""
-    from lakegc.settings import spark_address
+    from lakegc.settings_file import spark_address
 
     return {"master": spark_address(master, remote), "conf": parse_conf(conf)}
 

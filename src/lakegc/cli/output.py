@@ -5,29 +5,44 @@ its control characters escaped: an object named `\x1b[2J` is listed as written, 
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from lakegc.redact import mask_doc, shown
 from lakegc.timeutil import epoch_seconds, shown_time
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from lakegc.api import Candidate
     from lakegc.engine.runs import Run
     from lakegc.repo.model import Branch, Change, Commit, Entry, RepositoryInfo, Tag
     from lakegc.repo.repository import Repository
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
 _verbosity = [1]  # 0: -q, 1: normal, 2: -v
+
+
+@functools.cache
+def _consoles() -> tuple[Console, Console]:
+    """stdout's and stderr's rich consoles, made when something is first printed: rich is a fifth
+    of a command's start, and a `--json` command never needs it."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True), Console(stderr=True, highlight=False)
+
+
+def __getattr__(name: str) -> Console:
+    """`output.console` and `output.err_console`, made on first use (`_consoles`)."""
+    if name in ("console", "err_console"):
+        return _consoles()[name == "err_console"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def set_verbosity(level: int) -> None:
@@ -41,18 +56,18 @@ def verbosity() -> int:
 def fail(message: str, code: int = 1) -> NoReturn:
     """The one place a user-facing error is printed: a single `error:` line, no traceback. A
     newline inside it (a name's, say) is escaped, not a second line."""
-    err_console.print(f"error: {shown(message.strip())}", markup=False, soft_wrap=True)
+    _consoles()[1].print(f"error: {shown(message.strip())}", markup=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """A risk the user chose: said once on stderr, the command goes on."""
-    err_console.print(f"warning: {shown(message.strip())}", markup=False, soft_wrap=True)
+    _consoles()[1].print(f"warning: {shown(message.strip())}", markup=False, soft_wrap=True)
 
 
 def say(message: str, *, err: bool = False) -> None:
     """A line of plain text for people (stdout, or stderr with `err`), names shown as written."""
-    (err_console if err else console).print(shown(message), markup=False, highlight=False, soft_wrap=True)
+    _consoles()[err].print(shown(message), markup=False, highlight=False, soft_wrap=True)
 
 
 def emit_json(doc: Any) -> None:
@@ -78,15 +93,29 @@ def emit_json_with_list(doc: dict[str, Any], key: str, items: Iterable[str]) -> 
 def table(*columns: str, rows: list[list[Any]], title: str | None = None) -> None:
     """Rows under a header. On a terminal, a table that fits its width; in a pipe or a log, one
     line per row with its columns aligned, whole values, nothing wrapped or cut."""
-    if not console.is_terminal:
+    if _piped(sys.stdout) or not _consoles()[0].is_terminal:
         _plain_table(columns, rows, title)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     out = Table(title=Text(shown(title)) if title else None, box=None, header_style="bold", pad_edge=False)
     for i, column in enumerate(columns):
         out.add_column(column, no_wrap=i == 0, overflow="fold")
     for row in rows:
         out.add_row(*(Text("" if v is None else shown(str(v))) for v in row))  # Text: a "[b]" in a name is no markup
-    console.print(out)
+    _consoles()[0].print(out)
+
+
+def _piped(stream: Any) -> bool:
+    """Is `stream` surely no terminal, as rich would decide it (no FORCE_COLOR or TTY_COMPATIBLE
+    saying otherwise, no tty)? Then a table is printed plain without loading rich at all."""
+    if "FORCE_COLOR" in os.environ or "TTY_COMPATIBLE" in os.environ:
+        return False
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):
+        return False  # rich's own answer decides
 
 
 def _plain_table(columns: tuple[str, ...], rows: list[list[Any]], title: str | None) -> None:

@@ -40,7 +40,7 @@ from lakegc.engine.progress import Phase, no_progress
 from lakegc.engine.report import duration_text
 from lakegc.engine.runs import Run
 from lakegc.errors import InvalidArgument, LakegcError, first_line
-from lakegc.metastore import sql_url
+from lakegc.metastore.sql import sql_url
 from lakegc.redact import mask_secrets
 from lakegc.storage import Storage
 from lakegc.timeutil import shown_time, utcnow

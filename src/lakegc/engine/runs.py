@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from lakegc.errors import AmbiguousRef, LakegcError, NotFound
 from lakegc.metastore import Metastore
 from lakegc.metastore import schema as t
+from lakegc.metastore.sql import starts_with
 from lakegc.redact import mask_doc, mask_secrets
 from lakegc.storage import Storage, open_storage
 
@@ -402,7 +403,7 @@ class MetastoreRunLog:
             ids = list(
                 conn.execute(
                     sa.select(t.gc_runs.c.id).where(
-                        t.gc_runs.c.repository == self.repository, t.gc_runs.c.id.startswith(given, autoescape=True)
+                        t.gc_runs.c.repository == self.repository, starts_with(t.gc_runs.c.id, given)
                     )
                 ).scalars()
             )

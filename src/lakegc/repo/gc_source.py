@@ -28,7 +28,9 @@ from lakegc.storage import Storage, namespace_key_of, normalize_location
 
 if TYPE_CHECKING:
     from lakegc.engine.guard import Protected
-    from lakegc.repo.store import Transactions, Tx
+    from lakegc.repo.reads import Reads
+    from lakegc.repo.store import Tx
+    from lakegc.repo.transactions import Transactions
 
 # Copy records close the race between a shallow copy and GC's snapshot of staging; the copy's own
 # staged entry (then its commit) is the lasting reference, so a record counts for a day only
@@ -166,7 +168,7 @@ class RepositoryGcSource:
         name: str,
         namespace: str,
         storage: Storage,
-        store: Transactions[Tx],
+        store: Transactions[Tx, Reads],
         rules: Callable[[], GcRules | None],
         protected: Callable[[], list[Protected]],
     ):

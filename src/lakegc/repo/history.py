@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from lakegc.errors import ConcurrentUpdate, DirtyBranch, InvalidArgument, MergeConflict, NothingToCommit
 from lakegc.repo import fence, graph
 from lakegc.repo.merge import three_way
-from lakegc.repo.model import Change, Changes, ChangeType, Commit, Entry
-from lakegc.repo.store import Transactions, Tx, entry_from_row
-from lakegc.repo.trees import as_changes
+from lakegc.repo.model import Change, Changes, ChangeType, Commit, Entry, as_changes
+from lakegc.repo.reads import Reads, entry_from_row
 from lakegc.timeutil import utcnow
 from lakegc.uri import validate_path
 
 if TYPE_CHECKING:
+    from lakegc.repo.store import Tx
+    from lakegc.repo.transactions import Transactions
     from lakegc.repo.trees import TreeStore
 
 _RETRIES = 8
@@ -33,7 +34,7 @@ _RETRIES = 8
 class History:
     """The history operations of `Repository`, on its store and trees."""
 
-    store: Transactions[Tx]
+    store: Transactions[Tx, Reads]
     trees: TreeStore
 
     def commit(
@@ -48,7 +49,7 @@ class History:
         """Apply the branch's staging to its HEAD tree. Only the staged rows we read are cleared, so a
         write that lands while we commit stays staged for the next commit."""
         for _ in range(_RETRIES):
-            with self.store.read() as tx:
+            with self.store.snapshot() as tx:
                 head = tx.commit(tx.branch_head(branch))
                 staged = tx.staged_rows(branch)
             if not staged and not allow_empty:
@@ -75,7 +76,7 @@ class History:
         """Three-way merge of `source` into branch `dest` from their best common ancestor; always a
         merge commit with parents (dest HEAD, source)."""
         for _ in range(_RETRIES):
-            with self.store.read() as tx:
+            with self.store.snapshot() as tx:
                 src_id, _ = tx.resolve(source)
                 head = tx.commit(tx.branch_head(dest))
                 _refuse_dirty(tx, dest, "merge into")
@@ -113,7 +114,7 @@ class History:
         parent (a revert): that commit is the one the fence must allow."""
         action = "revert" if undo else "cherry-pick"
         for _ in range(_RETRIES):
-            with self.store.read() as tx:
+            with self.store.snapshot() as tx:
                 target = tx.commit(tx.resolve(ref)[0])
                 head = tx.commit(tx.branch_head(branch))
                 _refuse_dirty(tx, branch, f"{action} on")
@@ -161,7 +162,7 @@ class History:
         for path in paths:
             validate_path(path)
         touched: set[str] | None = None
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             if (paths or prefixes) and not tx.commits_without_changes():
                 changes = [*tx.changes_at(list(paths)), *tx.changes_under(list(prefixes))]
                 touched = {r.commit_id for r in changes}
@@ -207,14 +208,14 @@ class History:
         `right`: what `right` did since it last met `left`); with no `right`, the uncommitted
         changes of branch `left`."""
         if right is not None:
-            with self.store.read() as tx:
+            with self.store.snapshot() as tx:
                 a, b = tx.resolve(left)[0], tx.resolve(right)[0]
                 if three_dot:
                     parents, dates = tx.parents_and_dates()
                     a = graph.merge_base(parents, dates, a, b) or a
                 a_tree, b_tree = tx.commit(a).metarange_id, tx.commit(b).metarange_id
             return self.trees.diff(a_tree, b_tree)
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             head = tx.commit(tx.branch_head(left))
             staged = tx.staged_rows(left, ordered=True)
         changes = []
@@ -235,6 +236,6 @@ def new_commit(parents: tuple[str, ...], tree: str, message: str, date: datetime
     return Commit(hashlib.sha256(payload.encode()).hexdigest(), parents, tree, message, date, metadata)
 
 
-def _refuse_dirty(tx: Tx, branch: str, action: str) -> None:
+def _refuse_dirty(tx: Reads, branch: str, action: str) -> None:
     if tx.has_staging(branch):
         raise DirtyBranch(f"cannot {action} branch {branch!r}: it has uncommitted changes (commit or reset first)")

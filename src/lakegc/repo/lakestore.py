@@ -1,10 +1,10 @@
 """The lake's own metadata in the metastore: its repositories and the token secret.
 
 `LakeTx` is one transaction over the lake's own tables, opened as a repository's are
-(`repo.store.Transactions`); `of` hands a repository's statements (`repo.store.Tx`) the same
-transaction, which is how a repository is created with its first commit and branch at once. Apart
-from a repository's statements because `Lake` (`repo.repository`) is its only user and a
-repository's statements never need it.
+(`repo.transactions`), with the plain-SQL reads of `repo.reads.LakeReads`; `of` hands a
+repository's statements (`repo.store.Tx`) the same transaction, which is how a repository is
+created with its first commit and branch at once. Apart from a repository's statements because
+`Lake` (`repo.repository`) is its only user and a repository's statements never need it.
 """
 
 from __future__ import annotations
@@ -15,30 +15,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from lakegc.metastore import schema as t
+from lakegc.metastore.sql import text_query
 from lakegc.repo.model import RepositoryInfo
+from lakegc.repo.reads import LakeReads
 from lakegc.repo.store import Tx
 
 
-class LakeTx:
+class LakeTx(LakeReads):
     """One transaction over the lake's own tables: its repositories and the token secret."""
 
     def __init__(self, conn: Connection):
+        super().__init__(text_query(conn))
         self.conn = conn
 
     def of(self, repository: str) -> Tx:
         """A repository's statements in this same transaction."""
         return Tx(self.conn, repository)
-
-    def repository(self, name: str) -> RepositoryInfo | None:
-        row = self.conn.execute(sa.select(t.repositories).where(t.repositories.c.name == name)).first()
-        return None if row is None else _info(row)
-
-    def repositories(self) -> list[RepositoryInfo]:
-        rows = self.conn.execute(sa.select(t.repositories).order_by(t.repositories.c.name)).all()
-        return [_info(r) for r in rows]
-
-    def namespaces(self) -> dict[str, str]:
-        return dict(self.conn.execute(sa.select(t.repositories.c.name, t.repositories.c.storage_namespace)).all())
 
     def insert_repository(self, info: RepositoryInfo) -> None:
         self.conn.execute(
@@ -75,7 +67,3 @@ class LakeTx:
             value = secrets.token_hex(32)
             self.conn.execute(t.settings.insert().values(key="token_secret", value=value))
         return bytes.fromhex(value)
-
-
-def _info(row: sa.Row) -> RepositoryInfo:
-    return RepositoryInfo(row.name, row.storage_namespace, row.default_branch, row.created_at)

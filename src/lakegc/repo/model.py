@@ -104,3 +104,8 @@ class CommitGraph:
 
 # A set of edits to a tree: path -> new entry, or None to remove the path.
 Changes = dict[str, Entry | None]
+
+
+def as_changes(diff: list[Change]) -> Changes:
+    """A diff as the edits that turn its left tree into its right one."""
+    return {c.path: c.right for c in diff}

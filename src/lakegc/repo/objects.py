@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 from lakegc.errors import InvalidArgument, InvalidToken, ObjectGone, ObjectNotFound, PathNotFound, PreconditionFailed
 from lakegc.repo import fence, slices, tokens
 from lakegc.repo.model import AddressKind, Changes, Entry, Precondition, RepositoryInfo
-from lakegc.repo.store import Transactions, Tx, entry_from_row
+from lakegc.repo.reads import Reads, entry_from_row
 from lakegc.storage import Storage, check_key, namespace_key_of, normalize_location, open_location
 from lakegc.timeutil import as_utc, utcnow
 from lakegc.uri import validate_path
 
 if TYPE_CHECKING:
+    from lakegc.repo.store import Tx
+    from lakegc.repo.transactions import Transactions
     from lakegc.repo.trees import TreeStore
 
 DEFAULT_TOKEN_TTL = timedelta(hours=24)
@@ -40,7 +42,7 @@ class Objects:
     name: str
     info: RepositoryInfo
     lake: _TokenSecret
-    store: Transactions[Tx]
+    store: Transactions[Tx, Reads]
     storage: Storage
     trees: TreeStore
 
@@ -55,7 +57,7 @@ class Objects:
         """Write `source` (bytes, or a stream read in chunks) as a new object and stage it at `path`;
         with `when`, only if the path holds what it says when the entry is staged (PreconditionFailed)."""
         validate_path(path)
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             tx.branch_head(branch)
         info = self.storage.write(slices.object_key(self._current_slice()), source)
         entry = Entry(
@@ -109,7 +111,7 @@ class Objects:
     def _locate(self, ref: str, path: str) -> tuple[Entry, str | None]:
         """The entry `path` has on `ref`, and the commit whose tree held it (None: from staging)."""
         validate_path(path)
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             commit_id, branch = tx.resolve(ref)
             if branch is not None:
                 staged = tx.staged(branch, path)
@@ -150,7 +152,7 @@ class Objects:
         staged changes included. Lazy: a caller that stops early reads no further ranges."""
         if prefix:
             validate_path(prefix, allow_prefix=True)
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             commit_id, branch = tx.resolve(ref)
             commit = tx.commit(commit_id)
             staged = [] if branch is None else tx.staged_rows(branch, prefix)
@@ -191,7 +193,7 @@ class Objects:
         """An address to upload to directly, and its token (see `link`)."""
         validate_path(path)
         expires = utcnow() + ttl
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             tx.branch_head(branch)
         key = slices.object_key(self._current_slice(writable_until=expires))
         with self.store.write() as tx:

@@ -11,6 +11,7 @@ checked against the sweep's fence (`repo.fence`) in the transaction that makes i
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from lakegc.engine.guard import Protected, check_root
@@ -18,12 +19,9 @@ from lakegc.errors import AlreadyExists, InvalidArgument, NamespaceError, RefNot
 from lakegc.metastore import Metastore, sqlite_file
 from lakegc.repo import fence
 from lakegc.repo.history import History, new_commit
-from lakegc.repo.lakestore import LakeTx
 from lakegc.repo.model import Branch, Commit, RepositoryInfo, Tag
 from lakegc.repo.objects import Objects
-from lakegc.repo.store import Transactions, Tx
-from lakegc.repo.trees import TreeStore
-from lakegc.retention.rules import GcRules, parse_rules
+from lakegc.repo.transactions import of_lake, of_repository
 from lakegc.settings import lakegc_home
 from lakegc.storage import Storage, normalize_location, open_storage
 from lakegc.storage.namespace import claim_namespace, namespace_overlap
@@ -32,6 +30,8 @@ from lakegc.uri import validate_path, validate_ref_name, validate_repo_name
 
 if TYPE_CHECKING:
     from lakegc.repo.gc_source import RepositoryGcSource  # imported when asked for: it loads pyarrow
+    from lakegc.repo.trees import TreeStore
+    from lakegc.retention.rules import GcRules
 
 
 class Lake:
@@ -39,7 +39,7 @@ class Lake:
 
     def __init__(self, metastore: Metastore | str | None = None):
         self.metastore = metastore if isinstance(metastore, Metastore) else Metastore(metastore)
-        self.store = Transactions(self.metastore, LakeTx)
+        self.store = of_lake(self.metastore)
 
     def create_repository(self, name: str, namespace: str, default_branch: str = "main") -> RepositoryInfo:
         """A repository over an empty namespace (claimed with a marker so no other metastore can
@@ -63,6 +63,8 @@ class Lake:
             )
             if overlap is not None:
                 raise NamespaceError(overlap)
+            from lakegc.repo.trees import TreeStore
+
             storage = open_storage(location)
             claim_namespace(storage, name)
             initial = new_commit((), TreeStore(storage).build([]), "Repository created", info.created_at, {})
@@ -89,12 +91,12 @@ class Lake:
         return places
 
     def repositories(self) -> list[RepositoryInfo]:
-        with self.store.read() as lake:
+        with self.store.snapshot() as lake:
             return lake.repositories()
 
     def repository(self, name: str) -> Repository:
         validate_repo_name(name)
-        with self.store.read() as lake:
+        with self.store.snapshot() as lake:
             info = lake.repository(name)
         if info is None:
             raise RepoNotFound(f"repository {name!r} not found")
@@ -120,9 +122,15 @@ class Repository(Objects, History):
         self.info = info
         self.name = info.name
         self.ms = lake.metastore
-        self.store = Transactions(lake.metastore, lambda conn: Tx(conn, info.name))
+        self.store = of_repository(lake.metastore, info.name)
         self.storage: Storage = open_storage(info.storage_namespace)
-        self.trees = TreeStore(self.storage)
+
+    @cached_property
+    def trees(self) -> TreeStore:
+        """The repository's trees (`repo.trees`), loaded with Arrow when a command first reads one."""
+        from lakegc.repo.trees import TreeStore
+
+        return TreeStore(self.storage)
 
     def gc_source(self) -> RepositoryGcSource:
         """What repository GC reads of this repository (`repo.gc_source`)."""
@@ -140,12 +148,12 @@ class Repository(Objects, History):
     # -- refs ---------------------------------------------------------------
     def resolve(self, ref: str) -> tuple[Commit, str | None]:
         """The commit a ref names, and the branch name when the ref is a branch."""
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             commit_id, branch = tx.resolve(ref)
             return tx.commit(commit_id), branch
 
     def branches(self) -> list[Branch]:
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             return tx.branches()
 
     def create_branch(self, name: str, source: str) -> Branch:
@@ -181,7 +189,7 @@ class Repository(Objects, History):
             return 1
 
     def tags(self) -> list[Tag]:
-        with self.store.read() as tx:
+        with self.store.snapshot() as tx:
             return tx.tags()
 
     def create_tag(self, name: str, ref: str) -> Tag:
@@ -205,6 +213,8 @@ class Repository(Objects, History):
         the way out too: a row edited by hand gets the same one-line error as `gc set-config`."""
         with self.store.read() as tx:
             doc = tx.gc_rules_doc()
+        from lakegc.retention.rules import parse_rules  # pydantic: loaded by the commands that read rules
+
         return None if doc is None else parse_rules(json.dumps(doc))
 
     def set_gc_rules(self, rules: GcRules) -> None:

@@ -1,6 +1,7 @@
-"""The repository's metadata in the metastore: every SQL statement the repository runs, in one place.
+"""The repository's metadata in the metastore: the SQL statements the repository runs, in one place
+with its plain-SQL reads (`repo.reads`, which a `Tx` is too).
 
-`Transactions` opens transactions; a `Tx` is one open transaction over a repository, read or write,
+A `Tx` is one open transaction over a repository, read or write (`repo.transactions` opens them),
 and offers the statements the repository API (`repository.py`) composes: it decides nothing, and the
 API never writes SQL. Writers get the metastore's discipline (`Metastore.write`): write transactions
 are serialised, so a compare-and-set of a branch HEAD, a staging version bump or the sweep's fence
@@ -11,111 +12,34 @@ The statements about the lake as a whole (its repositories, the token secret) ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from lakegc.errors import AlreadyExists, AmbiguousRef, RefNotFound
-from lakegc.metastore import Metastore
+from lakegc.errors import AlreadyExists
 from lakegc.metastore import schema as t
-from lakegc.repo.model import AddressKind, Branch, Changes, Commit, CommitGraph, Entry, Tag
+from lakegc.metastore.sql import starts_with, text_query
+from lakegc.repo.model import Changes, Commit, CommitGraph, Entry
+from lakegc.repo.reads import Reads, StagedRow
 from lakegc.retention.active import CommitNode
-from lakegc.uri import validate_ref_name
 
-T = TypeVar("T")
-COMMIT_ID_CHARS = frozenset("0123456789abcdef")  # a ref of 8 to 64 of these may be a commit id prefix
 _INSERT_BATCH = 10_000  # rows per INSERT statement
-_IN_BATCH = 500  # values per IN (...) list: under every database's bound-parameter limit
 
 
-class Transactions(Generic[T]):
-    """Read and write transactions over the metastore, each handed out as the statements of one
-    scope: `Transactions(ms, lambda conn: Tx(conn, "lake"))` for a repository, `(ms, LakeTx)` for
-    the lake's own tables."""
-
-    def __init__(self, metastore: Metastore, scope: Callable[[Connection], T]):
-        self.ms, self.scope = metastore, scope
-
-    @contextmanager
-    def read(self) -> Iterator[T]:
-        with self.ms.read() as conn:
-            yield self.scope(conn)
-
-    @contextmanager
-    def write(self) -> Iterator[T]:
-        with self.ms.write() as conn:
-            yield self.scope(conn)
-
-
-class Tx:
-    """One transaction over one repository's metadata."""
+class Tx(Reads):
+    """One transaction over one repository's metadata: the reads of `Reads`, in this transaction,
+    and the statements that write or that GC runs."""
 
     def __init__(self, conn: Connection, repository: str):
-        self.conn, self.repository = conn, repository
+        super().__init__(text_query(conn), repository)
+        self.conn = conn
 
     def _of(self, table: sa.Table) -> sa.ColumnElement[bool]:
         return table.c.repository == self.repository
 
     # -- refs ---------------------------------------------------------------
-    def resolve(self, ref: str) -> tuple[str, str | None]:
-        """The commit a ref names, and the branch name when the ref is a branch. A name that is
-        both a branch and a tag, or a prefix of several commits, is ambiguous, never a guess."""
-        validate_ref_name(ref)
-        found: list[tuple[str, str, str | None]] = []
-        head = self.conn.execute(
-            sa.select(t.branches.c.head).where(self._of(t.branches), t.branches.c.name == ref)
-        ).scalar()
-        if head:
-            found.append(("branch", head, ref))
-        tagged = self.conn.execute(sa.select(t.tags.c.commit_id).where(self._of(t.tags), t.tags.c.name == ref)).scalar()
-        if tagged:
-            found.append(("tag", tagged, None))
-        if 8 <= len(ref) <= 64 and set(ref) <= COMMIT_ID_CHARS:
-            ids = (
-                self.conn.execute(
-                    sa.select(t.commits.c.id).where(self._of(t.commits), t.commits.c.id.like(ref + "%")).limit(2)
-                )
-                .scalars()
-                .all()
-            )
-            if len(ids) > 1:
-                raise AmbiguousRef(f"ref {ref!r} is ambiguous: it is a prefix of several commits")
-            found += [("commit", i, None) for i in ids]
-        if not found:
-            raise RefNotFound(f"ref {ref!r} not found in repository {self.repository!r}")
-        if len(found) > 1:
-            raise AmbiguousRef(f"ref {ref!r} is ambiguous: it names a " + " and a ".join(k for k, _, _ in found))
-        return found[0][1], found[0][2]
-
-    def branch_head(self, branch: str) -> str:
-        validate_ref_name(branch)
-        head = self.conn.execute(
-            sa.select(t.branches.c.head).where(self._of(t.branches), t.branches.c.name == branch)
-        ).scalar()
-        if head is None:
-            raise RefNotFound(f"branch {branch!r} not found in repository {self.repository!r}")
-        return head
-
-    def commit(self, commit_id: str) -> Commit:
-        row = self.conn.execute(sa.select(t.commits).where(self._of(t.commits), t.commits.c.id == commit_id)).first()
-        if row is None:
-            raise RefNotFound(f"commit {commit_id!r} not found in repository {self.repository!r}")
-        return commit_from_row(row)
-
-    def commits(self, ids: list[str]) -> dict[str, Commit]:
-        rows = self.conn.execute(sa.select(t.commits).where(self._of(t.commits), t.commits.c.id.in_(ids))).all()
-        return {r.id: commit_from_row(r) for r in rows}
-
-    def parents_and_dates(self) -> tuple[dict[str, list[str]], dict[str, datetime]]:
-        rows = self.conn.execute(
-            sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date).where(self._of(t.commits))
-        ).all()
-        return {r.id: list(r.parents) for r in rows}, {r.id: r.creation_date for r in rows}
-
     def commit_graph(self) -> CommitGraph:
         rows = self.conn.execute(
             sa.select(t.commits.c.id, t.commits.c.parents, t.commits.c.creation_date, t.commits.c.metarange_id).where(
@@ -184,15 +108,6 @@ class Tx:
             self.insert_commit(commit, changes)
         return bool(moved)
 
-    def branches(self) -> list[Branch]:
-        rows = self.conn.execute(sa.select(t.branches).where(self._of(t.branches)).order_by(t.branches.c.name)).all()
-        return [Branch(r.name, r.head) for r in rows]
-
-    def branch_heads(self) -> dict[str, str]:
-        return dict(
-            self.conn.execute(sa.select(t.branches.c.name, t.branches.c.head).where(self._of(t.branches))).all()
-        )
-
     def insert_branch(self, name: str, commit_id: str) -> None:
         self.conn.execute(t.branches.insert().values(repository=self.repository, name=name, head=commit_id))
 
@@ -206,10 +121,6 @@ class Tx:
             if self.conn.execute(sa.select(table.c.name).where(self._of(table), table.c.name == name)).first():
                 raise AlreadyExists(f"a {kind} named {name!r} already exists in {self.repository!r}")
 
-    def tags(self) -> list[Tag]:
-        rows = self.conn.execute(sa.select(t.tags).where(self._of(t.tags)).order_by(t.tags.c.name)).all()
-        return [Tag(r.name, r.commit_id) for r in rows]
-
     def insert_tag(self, name: str, commit_id: str) -> None:
         self.conn.execute(t.tags.insert().values(repository=self.repository, name=name, commit_id=commit_id))
 
@@ -219,25 +130,6 @@ class Tx:
     # -- staging ------------------------------------------------------------
     def _staging_of(self, branch: str) -> sa.ColumnElement[bool]:
         return sa.and_(self._of(t.staged_entries), t.staged_entries.c.branch == branch)
-
-    def staged(self, branch: str, path: str) -> sa.Row | None:
-        return self.conn.execute(
-            sa.select(t.staged_entries).where(self._staging_of(branch), t.staged_entries.c.path == path)
-        ).first()
-
-    def staged_rows(self, branch: str, prefix: str | None = None, ordered: bool = False) -> list[sa.Row]:
-        query = sa.select(t.staged_entries).where(self._staging_of(branch))
-        if prefix is not None:
-            query = query.where(t.staged_entries.c.path.startswith(prefix, autoescape=True))
-        if ordered:
-            query = query.order_by(t.staged_entries.c.path)
-        return self.conn.execute(query).all()
-
-    def has_staging(self, branch: str) -> bool:
-        return (
-            self.conn.execute(sa.select(t.staged_entries.c.path).where(self._staging_of(branch)).limit(1)).first()
-            is not None
-        )
 
     def next_staging_version(self) -> int:
         """A new staging version for what this write stages or copies (writers queue on one lock,
@@ -280,10 +172,10 @@ class Tx:
         """Drop the branch's staged changes (those whose path starts with `prefix`); how many."""
         where = [self._staging_of(branch)]
         if prefix:
-            where.append(t.staged_entries.c.path.startswith(prefix, autoescape=True))
+            where.append(starts_with(t.staged_entries.c.path, prefix))
         return self.conn.execute(t.staged_entries.delete().where(*where)).rowcount
 
-    def clear_committed(self, branch: str, rows: list[sa.Row]) -> None:
+    def clear_committed(self, branch: str, rows: list[StagedRow]) -> None:
         """Drop exactly the staged rows a commit read, not what was staged while it committed: one
         statement, executed for every row (a commit may clear 100,000s)."""
         if rows:
@@ -420,13 +312,6 @@ class Tx:
         where = {"staged": staged_where, "copy": copied_where, "token": token_where}
         return [(source, streaming.execute(sa.select(*columns[source]).where(*where[source]))) for source in columns]
 
-    def commits_without_changes(self) -> int:
-        """How many commits have no `tree_changes` record (made before schema v5)."""
-        recorded = t.commits.c.changes_recorded
-        return self.conn.execute(
-            sa.select(sa.func.count()).where(self._of(t.commits), sa.or_(recorded.is_(None), recorded.is_(False)))
-        ).scalar_one()
-
     def changes_naming(self, key: str) -> list[sa.Row]:
         """(commit_id, path, address, address_kind) of every recorded change that may put the
         namespace key `key` in a tree: those naming it, and those with a full address (which may
@@ -436,28 +321,6 @@ class Tx:
         relative = sa.select(*columns).where(self._of(t.tree_changes), c.address_kind == "relative", c.address == key)
         full = sa.select(*columns).where(self._of(t.tree_changes), c.address_kind == "full")
         return [*self.conn.execute(relative), *self.conn.execute(full)]
-
-    def changes_at(self, paths: list[str]) -> list[sa.Row]:
-        """(commit_id, path, address, address_kind) of every recorded change to `paths`."""
-        c = t.tree_changes.c
-        rows: list[sa.Row] = []
-        for start in range(0, len(paths), _IN_BATCH):
-            part = paths[start : start + _IN_BATCH]
-            rows += self.conn.execute(
-                sa.select(c.commit_id, c.path, c.address, c.address_kind).where(
-                    self._of(t.tree_changes), c.path.in_(part)
-                )
-            ).all()
-        return rows
-
-    def changes_under(self, prefixes: list[str]) -> list[sa.Row]:
-        """(commit_id, path) of every recorded change to a path starting with one of `prefixes`."""
-        c = t.tree_changes.c
-        rows: list[sa.Row] = []
-        for prefix in prefixes:
-            under = c.path.startswith(prefix, autoescape=True)
-            rows += self.conn.execute(sa.select(c.commit_id, c.path).where(self._of(t.tree_changes), under)).all()
-        return rows
 
     def fence_row(self) -> sa.Row | None:
         return self.conn.execute(sa.select(t.gc_fences).where(self._of(t.gc_fences))).first()
@@ -473,11 +336,3 @@ class Tx:
     def drop_fence(self, run_id: str | None = None) -> None:
         where = [self._of(t.gc_fences)] + ([t.gc_fences.c.run_id == run_id] if run_id is not None else [])
         self.conn.execute(t.gc_fences.delete().where(*where))
-
-
-def commit_from_row(row: sa.Row) -> Commit:
-    return Commit(row.id, tuple(row.parents), row.metarange_id, row.message, row.creation_date, dict(row.metadata))
-
-
-def entry_from_row(row: sa.Row) -> Entry:
-    return Entry(row.path, row.address, AddressKind(row.address_kind), row.size, row.checksum, row.mtime, row.metadata)

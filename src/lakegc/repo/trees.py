@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import hashlib
 import io
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakegc.errors import CorruptMetadata, ObjectNotFound, PathEscapesNamespace, first_line
-from lakegc.repo.model import AddressKind, Change, Changes, ChangeType, Entry
+from lakegc.repo.model import AddressKind, Change, ChangeType, Entry
 from lakegc.storage import Storage
 from lakegc.timeutil import as_utc
 
@@ -110,7 +112,7 @@ def verify_range(table: pa.Table, rid: str) -> pa.Table:
     Anything else, a truncated, replaced or reshaped range included, raises CorruptMetadata."""
     what = f"range {RANGES_PREFIX}{rid}"
     _check_shape(table, RANGE_SCHEMA, what, nullable="metadata")
-    last = pc.binary_join_element_wise(pc.fill_null(table["metadata"], "\x02"), "\x01", "")  # ends the entry
+    last = pc.binary_join_element_wise(pc.fill_null(table["metadata"], _text("\x02")), _text("\x01"), _text(""))
     entries = pc.binary_join_element_wise(
         table["path"],
         table["address"],
@@ -118,8 +120,8 @@ def verify_range(table: pa.Table, rid: str) -> pa.Table:
         pc.cast(table["size"], pa.string()),
         table["checksum"],
         _isoformat(table["mtime"]),
-        last,
-        "\x00",
+        last,  # ends the entry
+        _text("\x00"),
     )
     if _sha256(entries) != rid:
         raise CorruptMetadata(f"{what}: its content does not match its id")
@@ -131,7 +133,7 @@ def verify_metarange(table: pa.Table, mid: str) -> pa.Table:
     CorruptMetadata. Only the ids are hashed: the paths and counts beside them are hints."""
     what = f"metarange {METARANGES_PREFIX}{mid}"
     _check_shape(table, METARANGE_SCHEMA, what)
-    lines = pc.binary_join_element_wise(table["range_id"], "", "\n")
+    lines = pc.binary_join_element_wise(table["range_id"], _text(""), _text("\n"))
     if _sha256(lines, drop_last=1) != mid:  # the ids joined by "\n": every id's "\n" but the last
         raise CorruptMetadata(f"{what}: its content does not match its id")
     return table
@@ -203,7 +205,18 @@ def _isoformat(mtimes: pa.ChunkedArray) -> pa.ChunkedArray:
     cost a tenth of `strftime`; a clock's ".000000" can only be its fraction."""
     date = pc.cast(mtimes, pa.date32()).cast(pa.string())
     clock = mtimes.cast(pa.timestamp("us")).cast(pa.time64("us")).cast(pa.string())
-    return pc.binary_join_element_wise(date, "T", pc.replace_substring(clock, ".000000", ""), "+00:00", "")
+    clock = pc.replace_substring(clock, ".000000", "")
+    return pc.binary_join_element_wise(date, _text("T"), clock, _text("+00:00"), _text(""))
+
+
+@functools.cache
+def _text(value: str) -> pa.StringScalar:
+    """`value` as an Arrow string scalar, made from its bytes. pyarrow converting any Python object
+    (a str given to a compute function, `pa.scalar`) first imports pandas when it is installed: a
+    third of a second that an `fs stat` verifying one range would pay for its separators."""
+    data = value.encode()
+    offsets = struct.pack("<ii", 0, len(data))
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
 
 
 def _sha256(strings: pa.ChunkedArray, drop_last: int = 0) -> str:
@@ -273,7 +286,10 @@ class TreeStore:
     def range_entries(self, rid: str) -> list[Entry]:
         if rid not in self._ranges:
             table = read_range(self.storage, rid)
-            self._ranges[rid] = [_entry(row) for row in table.to_pylist()]
+            # mtimes as microseconds: pyarrow making datetimes of a zoned column first imports pandas
+            micros = table["mtime"].cast(pa.int64()).to_pylist()
+            rows = table.drop_columns(["mtime"]).to_pylist()
+            self._ranges[rid] = [_entry(row, us) for row, us in zip(rows, micros, strict=True)]
         return self._ranges[rid]
 
     def entries(self, mid: str, prefix: str = "", after: str = "") -> Iterator[Entry]:
@@ -356,11 +372,6 @@ class TreeStore:
         return changes
 
 
-def as_changes(diff: list[Change]) -> Changes:
-    """A diff as the edits that turn its left tree into its right one."""
-    return {c.path: c.right for c in diff}
-
-
 def _merge_sorted(entries: list[Entry], edits: list[tuple[str, Entry | None]]) -> Iterator[Entry]:
     i = 0
     for path, new in edits:
@@ -395,14 +406,16 @@ def _to_parquet(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def _entry(row: dict) -> Entry:
-    mtime: datetime = row["mtime"]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _entry(row: dict, mtime_us: int) -> Entry:
     return Entry(
         row["path"],
         row["address"],
         AddressKind(row["address_kind"]),
         row["size"],
         row["checksum"],
-        mtime if mtime.tzinfo else mtime.replace(tzinfo=UTC),
+        _EPOCH + timedelta(microseconds=mtime_us),
         row["metadata"],
     )

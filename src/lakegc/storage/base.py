@@ -5,15 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Protocol
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from functools import cache
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from lakegc.errors import PathEscapesNamespace
 
-# A listing as Arrow columns: GC lists millions of objects and must not pay for a Python object each.
-OBJECT_COLUMNS = pa.schema([("key", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC"))])
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@cache
+def object_columns() -> pa.Schema:
+    """A listing as Arrow columns: GC lists millions of objects and must not pay for a Python
+    object each. Arrow loads here, not with the module: a command that never lists (a `log`, a
+    `stat` answered from staging) does not pay for it."""
+    import pyarrow as pa
+
+    return pa.schema([("key", pa.string()), ("size", pa.int64()), ("mtime", pa.timestamp("us", tz="UTC"))])
+
+
 LISTING_BATCH = 10_000
 
 
@@ -47,7 +57,7 @@ class Storage(Protocol):
     def list(self, prefix: str = "", *, recursive: bool = True) -> Iterator[ObjectInfo]: ...
 
     def list_batches(self, prefix: str = "", *, recursive: bool = True) -> Iterator[pa.RecordBatch]:
-        """The objects of `list`, as OBJECT_COLUMNS batches in no particular order."""
+        """The objects of `list`, as `object_columns()` batches in no particular order."""
         ...
 
     def list_dirs(self, prefix: str = "") -> list[str]:
@@ -97,17 +107,22 @@ def check_key(key: str) -> str:
 
 
 def listing_batch(infos: list[ObjectInfo]) -> pa.RecordBatch:
+    import pyarrow as pa
+
     return pa.RecordBatch.from_arrays(
         [
             pa.array([o.key for o in infos], pa.string()),
             pa.array([o.size for o in infos], pa.int64()),
             pa.array([o.mtime for o in infos], pa.timestamp("us", tz="UTC")),
         ],
-        schema=OBJECT_COLUMNS,
+        schema=object_columns(),
     )
 
 
 def read_table(storage: Storage, key: str, columns: list[str] | None = None) -> pa.Table:
     """A whole Parquet object (a range, a metarange, a run output part), parsed from memory without
     the dataset layer, which costs three times as much per file; GC reads thousands of them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     return pq.ParquetFile(pa.BufferReader(storage.read(key))).read(columns=columns)
