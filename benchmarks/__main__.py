@@ -11,7 +11,8 @@ file of S1 in one process, and lakegc's Spark session with one Python task per c
 (docs/performance.md). Then delta-rs's full VACUUM against `lakegc delta gc` on a Delta table the
 size of S1, `lakegc lakefs gc` on a lakeFS-format namespace the size of S1 (`benchmarks.lakefs`), and
 `lakegc warehouse gc` on a warehouse the size of S1: Delta and Iceberg tables, a lakegc repository and
-stray files under one prefix (`benchmarks.warehouse`).
+stray files under one prefix (`benchmarks.warehouse`). Last, how long `lakegc --version`, `log`,
+`fs ls` and `fs stat` take to answer on a small repository (`benchmarks.cli`).
 `--cluster` also runs the clean run on a Spark standalone cluster (master and
 two workers on this machine), which must delete the same objects. `--sweep` repeats the clean run at
 several sizes and plots time and memory.
@@ -28,6 +29,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.cli import measure as measure_cli
+from benchmarks.cli import summary as cli_summary
 from benchmarks.contenders import Results, run_all, run_sweep
 from benchmarks.delta import compare
 from benchmarks.lakefs import measure as measure_lakefs
@@ -67,7 +70,7 @@ def main(
     shutil.rmtree(workdir, ignore_errors=True)
     results = run_all(scale, workdir, console, cluster)
     figures = results.figures() | delta_figures(scale, workdir, console) | lakefs_figures(scale, workdir, console)
-    figures |= warehouse_figures(scale, workdir, console)
+    figures |= warehouse_figures(scale, workdir, console) | measure_cli(workdir)
     figures["ratio_lakefs_clean"] = round(figures["lakefs_s"] / figures["lakegc_s"], 2)
     figures["ratio_warehouse_clean"] = round(figures["warehouse_s"] / figures["lakegc_s"], 2)
     if as_json:
@@ -81,6 +84,7 @@ def main(
         )
         console.print(f"{lakefs_summary(figures)}: {figures['ratio_lakefs_clean']}x lakegc's own clean S1 run")
         console.print(f"{warehouse_summary(figures)}: {figures['ratio_warehouse_clean']}x lakegc's own clean S1 run")
+        console.print(cli_summary(figures))
     if sweep:
         rows = run_sweep([s * scale for s in SWEEP_SCALES], workdir, console, results)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
 """A command imports only what it uses (issue 39): `lakegc --version` and `lakegc --help` load no
-SQL, Arrow or Spark module, and the metadata commands never load PySpark. Each is checked in a fresh
-interpreter, where `sys.modules` says what the command imported."""
+SQL, Arrow or Spark module; the metadata commands never load PySpark; on a SQLite metastore the
+commands that only read refs and commits load neither SQLAlchemy nor Arrow, and those that read a
+tree load Arrow but not SQLAlchemy (nor pandas, which pyarrow pulls in when it converts a Python
+value). Each is checked in a fresh interpreter, where `sys.modules` says what the command imported."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ try:
     app(sys.argv[1:], prog_name="lakegc")
 except SystemExit:
     pass
-print("IMPORTED", *[m for m in ("pyspark", "pyarrow", "sqlalchemy") if m in sys.modules], file=sys.stderr)
+print("IMPORTED", *[m for m in ("pyspark", "pyarrow", "sqlalchemy", "pandas") if m in sys.modules], file=sys.stderr)
 """
 
 
@@ -55,12 +57,40 @@ METADATA = [
 ]
 
 
-def test_metadata_commands_never_load_pyspark(cli, environ: dict[str, str], tmp_path) -> None:  # noqa: ANN001
-    cli("repo", "create", "lakegc://small", str(tmp_path / "ns"))
+def small_repository(cli, env) -> None:  # noqa: ANN001
+    cli("repo", "create", "lakegc://small", str(env.namespace()))
     cli("fs", "upload", "lakegc://small/main/a.txt", "--source", "-", input=b"a")
     cli("commit", "lakegc://small/main", "-m", "one")
+    cli("fs", "upload", "lakegc://small/main/staged.txt", "--source", "-", input=b"b")
+
+
+def test_metadata_commands_never_load_pyspark(cli, env, environ: dict[str, str]) -> None:  # noqa: ANN001
+    small_repository(cli, env)
     for args in METADATA:
         assert "pyspark" not in imported(environ, *args), args
+
+
+# What each reading command may load on a SQLite metastore: refs and commits come from the
+# metastore's own sqlite3 connection; a tree is Parquet, read with Arrow.
+READERS = {
+    ("repo", "list"): set(),
+    ("branch", "list", "lakegc://small"): set(),
+    ("tag", "list", "lakegc://small"): set(),
+    ("log", "lakegc://small/main"): set(),
+    ("log", "lakegc://small/main", "--json"): set(),
+    ("fs", "stat", "lakegc://small/main/staged.txt", "--json"): set(),  # staged: no tree read
+    ("fs", "stat", "lakegc://small/main/a.txt", "--json"): {"pyarrow"},
+    ("fs", "ls", "lakegc://small/main/"): {"pyarrow"},
+    ("fs", "ls", "lakegc://small/main/", "--json"): {"pyarrow"},
+    ("fs", "cat", "lakegc://small/main/a.txt"): {"pyarrow"},
+}
+
+
+def test_reading_commands_load_no_sqlalchemy_and_arrow_only_for_a_tree(cli, env, environ) -> None:  # noqa: ANN001
+    """On the default SQLite metastore (the `backend` of this module's tests)."""
+    small_repository(cli, env)
+    for args, allowed in READERS.items():
+        assert imported(environ, *args) == allowed, args
 
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)

@@ -45,7 +45,8 @@ def error_message(exc: Exception) -> str:
     Spark executor's error, a dead JVM, a bug) by its cause."""
     if isinstance(exc, LakegcError):
         return str(exc)
-    if type(exc).__module__.startswith("sqlalchemy."):  # its errors, without importing it for every command
+    module = type(exc).__module__
+    if module.startswith("sqlalchemy.") or module == "sqlite3":  # theirs, without importing them for every command
         return "metastore: " + first_line(getattr(exc, "orig", None) or exc, 1000)
     if isinstance(exc, OSError) and not jvm_gone(exc):
         return f"storage: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")

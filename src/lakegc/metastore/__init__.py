@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from lakegc.errors import MetastoreError, first_line
 from lakegc.metastore import base
@@ -116,8 +117,15 @@ class Metastore:
             return
         if not self._ready:
             self._check_exists()
-        with self._sqlite_errors():
-            conn = sqlite3.connect(self._sqlite, timeout=base.BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if not os.path.exists(self._sqlite):
+                self.ensure_schema()  # a new metastore (`create`): made through SQLAlchemy, as every write
+        with self._sqlite_errors():  # mode=rw: a read never makes a database file where there was none
+            conn = sqlite3.connect(
+                f"file:{quote(self._sqlite)}?mode=rw",
+                uri=True,
+                timeout=base.BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+            )
         try:
             with self._sqlite_errors():
                 configure_sqlite(conn)
