@@ -147,3 +147,40 @@ def test_a_metastore_that_is_not_a_database_is_one_error_line(cli_for, tmp_path:
             one_error(result, "metastore", "not a database")
         else:  # an empty file is a new, empty database: the repository is missing
             one_error(result, "repository 'ab' not found")
+
+
+def test_a_relative_url_is_one_database_for_reads_writes_and_gc_after_a_chdir(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The sqlite3 reads fix the file when the metastore is opened; SQLAlchemy's engine, made at
+    first use, must open that same file even if the process changed folder since. Otherwise GC
+    would read another metastore's staging for this repository's namespace."""
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        monkeypatch.chdir(tmp_path / side)
+        other = Lake("sqlite:///lakegc.db")
+        other.create_repository("lake", str(tmp_path / f"ns_{side}"))
+        other.repository("lake").upload("main", f"only_in_{side}", b"x")
+    monkeypatch.chdir(tmp_path / "a")
+    lake = Lake(Metastore("sqlite:///lakegc.db", create=False))
+    repo = lake.repository("lake")
+    monkeypatch.chdir(tmp_path / "b")
+    with repo.store.snapshot() as direct, repo.store.read() as tx:
+        assert [r.path for r in direct.staged_rows("main")] == [r.path for r in tx.staged_rows("main")] == ["only_in_a"]
+    repo.upload("main", "written_after_chdir", b"y")
+    assert {c.path for c in repo.diff("main")} == {"only_in_a", "written_after_chdir"}
+    assert lake.metastore.file == str(tmp_path / "a" / "lakegc.db")
+
+
+def test_a_metastore_path_beginning_with_two_slashes_opens(cli_for, tmp_path: Path) -> None:
+    """sqlite:///// + /abs/path (a script joining sqlite://// and an absolute folder): the path
+    begins with "//", which must not become a URI authority for the sqlite3 reads."""
+    cli = cli_for(f"sqlite:////{tmp_path / 'lakegc.db'}")
+    cli("repo", "create", "lakegc://slashes", str(tmp_path / "ns"))
+    assert cli("log", "lakegc://slashes/main", "--json").stdout.count('"id"') == 1
+    assert "slashes" in cli("repo", "list").stdout
+
+
+def test_a_metastore_that_is_not_a_database_is_a_metastore_error_in_the_api(tmp_path: Path) -> None:
+    db = tmp_path / "bad.db"
+    db.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(MetastoreError, match="not a database"):
+        Lake(f"sqlite:///{db}").repositories()

@@ -183,7 +183,7 @@ def _print_version(given: bool) -> None:
     if given:
         from lakegc import __version__
 
-        output.say(f"lakegc {__version__}")
+        sys.stdout.write(f"lakegc {__version__}\n")  # a version needs no rich: plain, at once
         raise typer.Exit()
 
 

@@ -72,16 +72,19 @@ class Metastore:
         self.url = url or default_url()
         self.create = create
         self._ready = False
+        # A plain SQLite URL's file, fixed now: the sqlite3 reads and SQLAlchemy's engine (made on
+        # first use, after a chdir maybe) must open the same database even when the URL is relative.
         self._sqlite = _plain_sqlite_file(self.url)
         if self._sqlite is None:
             self.engine  # noqa: B018 - a URL SQLAlchemy cannot use is refused now, not at first use
+        self.file = self._sqlite or sqlite_file(self.url)  # the database file (None: not SQLite, in memory)
 
     @cached_property
     def engine(self) -> Engine:
         from lakegc.metastore.sql import engine_errors
 
         with engine_errors(self.url):
-            return _create_engine(self.url)
+            return _create_engine(self.url if self._sqlite is None else f"sqlite:///{self._sqlite}")
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
@@ -121,7 +124,7 @@ class Metastore:
                 self.ensure_schema()  # a new metastore (`create`): made through SQLAlchemy, as every write
         with self._sqlite_errors():  # mode=rw: a read never makes a database file where there was none
             conn = sqlite3.connect(
-                f"file:{quote(self._sqlite)}?mode=rw",
+                f"file://{quote(self._sqlite)}?mode=rw",  # "//": no authority, whatever the path begins with
                 uri=True,
                 timeout=base.BUSY_TIMEOUT_MS / 1000,
                 isolation_level=None,
@@ -146,12 +149,15 @@ class Metastore:
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:
-        """sqlite3's operational failures (locked, unreadable, no room) as `metastore.sql.errors`
-        words them through SQLAlchemy, so either path says the same line."""
+        """sqlite3's failures as the SQLAlchemy path words them, so either says the same line: an
+        operational one (locked, unreadable, no room) with the URL, as `metastore.sql.errors`; any
+        other (a file that is not a database) as the CLI printed SQLAlchemy's."""
         try:
             yield
         except sqlite3.OperationalError as exc:
             raise MetastoreError(f"metastore {mask_secrets(self.url)}: {first_line(exc, 1000)}") from None
+        except sqlite3.DatabaseError as exc:
+            raise MetastoreError(f"metastore: {first_line(exc, 1000)}") from None
 
     def ensure_schema(self) -> None:
         """Every command calls this first: a database already at our version costs one read; only
@@ -179,7 +185,7 @@ class Metastore:
         return SCHEMA_VERSION
 
     def _check_exists(self) -> None:
-        database = sqlite_file(self.url)
+        database = self.file
         if database is None or os.path.exists(database):
             return
         if not self.create:
@@ -190,7 +196,7 @@ class Metastore:
         self._make_folder()
 
     def _make_folder(self) -> None:
-        database = sqlite_file(self.url)
+        database = self.file
         if database is None:
             return
         try:

@@ -34,12 +34,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lakegc.errors import LakegcError
-from lakegc.retention.active import active_commits
-from lakegc.retention.rules import Policies, parse_rules, resolve_policies
 from lakegc.timeutil import utcnow
 
 if TYPE_CHECKING:
     from lakegc.repo.store import Tx
+    from lakegc.retention.rules import Policies
 
 
 class FencedByGc(LakegcError):
@@ -53,6 +52,8 @@ def raise_fence(
     per path class (the branches' policies, then each path rule's; the re-check protects them).
     `params` are the run's recorded parameters (cutoffs, default_cutoff, now); `marked_by_rule` the
     commits the mark found active under each path rule (missing ones count as none: safe)."""
+    from lakegc.retention.active import active_commits
+
     graph = tx.commit_graph()
     classes = _policies(tx, params).classes()
     marked = [marked_active, *(_nth(marked_by_rule, k) for k in range(len(classes) - 1))]
@@ -86,6 +87,8 @@ def check(
         if commit_id in expired:
             raise FencedByGc(f"{why}, and commit {commit_id[:12]} is one of them: try again once the run has finished")
     if branch is not None:
+        from lakegc.retention.active import active_commits  # the rules' models: only while a fence stands
+
         name, commit_id = branch
         graph = tx.commit_graph()
         heads = {**graph.branches, name: commit_id}
@@ -105,6 +108,8 @@ def _policies(tx: Tx, params: dict[str, Any]) -> Policies:
     """The run's policies, from its recorded parameters and the stored rules (unchanged while the
     fence stands)."""
     import json
+
+    from lakegc.retention.rules import parse_rules, resolve_policies
 
     doc = tx.gc_rules_doc()
     rules = None if doc is None else parse_rules(json.dumps(doc))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lakegc.engine.guard import Protected, check_root
 from lakegc.errors import AlreadyExists, InvalidArgument, NamespaceError, RefNotFound, RepoNotFound
-from lakegc.metastore import Metastore, sqlite_file
+from lakegc.metastore import Metastore
 from lakegc.repo import fence
 from lakegc.repo.history import History, new_commit
 from lakegc.repo.model import Branch, Commit, RepositoryInfo, Tag
@@ -79,7 +79,7 @@ class Lake:
         (connector runs; a root inside it is fine), and every repository's namespace (but
         `except_repository`'s)."""
         places = [Protected("lakegc's home folder", str(lakegc_home().absolute()), inside_ok=True)]
-        db = sqlite_file(self.metastore.url)
+        db = self.metastore.file
         if db is not None:
             places.append(Protected("the lakegc metastore database", db))
         if repositories:
