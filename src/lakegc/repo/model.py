@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lakegc.retention.active import CommitNode
+if TYPE_CHECKING:
+    from lakegc.retention.active import CommitNode  # the retention model: only GC and writers load it
 
 
 class AddressKind(StrEnum):
