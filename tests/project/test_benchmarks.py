@@ -26,6 +26,10 @@ from lakegc.timeutil import utcnow
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = {
+    "cli_version_s",
+    "cli_log_s",
+    "cli_fs_ls_s",
+    "cli_stat_s",
     "objects",
     "lakegc_s",
     "floor_s",
@@ -143,6 +147,9 @@ def test_benchmark_runs_end_to_end_at_tiny_scale(tmp_path):
             "delta_warm_s",
         )
     )
+    cli = ("cli_version_s", "cli_log_s", "cli_fs_ls_s", "cli_stat_s")
+    assert all(figures[k] > figures["python_s"] > 0 for k in cli)  # each a real process of lakegc, timed
+    assert all(figures[k[:-2] + "_range_s"][0] <= figures[k] <= figures[k[:-2] + "_range_s"][1] for k in cli)
     assert figures["ratio_incremental_warm"] == round(figures["incremental_warm_s"] / figures["lakegc_s"], 3)
     assert figures["ratio_clean_warm_deltars"] == round(figures["clean_warm_s"] / figures["deltars_s"], 2)
     assert figures["ratio_delta_warm_deltars"] == round(figures["delta_warm_s"] / figures["delta_deltars_s"], 2)
