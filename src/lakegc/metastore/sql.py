@@ -122,7 +122,7 @@ def text_query(conn: Connection) -> Query:
 
 
 def starts_with(column: sa.ColumnElement[str], prefix: str) -> sa.ColumnElement[bool]:
-    """`column` starts with `prefix`, exactly, as `repo.reads.under` says it in plain SQL: SQLite's
+    """`column` starts with `prefix`, exactly, as `repo.reads._starting` says it in plain SQL: SQLite's
     LIKE ignores ASCII case, so `like`/`startswith` would take "A/" for "a/"."""
     return sa.and_(column >= prefix, sa.func.substr(column, 1, len(prefix)) == prefix)
 

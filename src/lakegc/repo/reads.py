@@ -12,6 +12,7 @@ and driver answered (`_when`, `_json`): SQLite gives text for timestamps and JSO
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ COMMIT_ID_CHARS = frozenset("0123456789abcdef")  # a ref of 8 to 64 of these may
 IN_BATCH = 500  # values per IN (...) list: under every database's bound-parameter limit
 
 _COMMIT = "id, parents, metarange_id, message, creation_date, metadata"
+_CHANGES = "SELECT commit_id, path, address, address_kind FROM tree_changes WHERE repository = :repository"
 _STAGED = "path, address, address_kind, size, checksum, mtime, metadata, tombstone, version"
 
 
@@ -51,14 +53,23 @@ class ChangeRow(NamedTuple):
     address_kind: str | None
 
 
-def under(column: str, param: str = "prefix") -> str:
-    """`column` starts with the `:param` prefix, exactly: SQLite's LIKE ignores ASCII case, so a
-    LIKE would take "A/" for "a/". The range bound lets the primary key's index find the start."""
-    return f"{column} >= :{param} AND substr({column}, 1, :{param}_length) = :{param}"
+def _starting(column: str, prefix: str) -> tuple[str, dict[str, Any]]:
+    """The condition that `column` starts with `prefix`, exactly, and its parameters: SQLite's LIKE
+    ignores ASCII case, so a LIKE would take "A/" for "a/". The range bound lets the primary key's
+    index find the start."""
+    return f"{column} >= :prefix AND substr({column}, 1, :prefix_length) = :prefix", {
+        "prefix": prefix,
+        "prefix_length": len(prefix),
+    }
 
 
-def prefix_params(prefix: str, param: str = "prefix") -> dict[str, Any]:
-    return {param: prefix, f"{param}_length": len(prefix)}
+def _one_of(column: str, values: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """`column IN (...)` over `values`, in batches under every database's bound-parameter limit:
+    each batch's condition and its parameters."""
+    for start in range(0, len(values), IN_BATCH):
+        batch = values[start : start + IN_BATCH]
+        names = [f"v{n}" for n in range(len(batch))]
+        yield f"{column} IN ({', '.join(':' + name for name in names)})", dict(zip(names, batch, strict=True))
 
 
 class Reads:
@@ -125,10 +136,9 @@ class Reads:
 
     def commits(self, ids: list[str]) -> dict[str, Commit]:
         found: dict[str, Commit] = {}
-        for batch in _batches(sorted(set(ids))):
-            marks = ", ".join(f":i{n}" for n in range(len(batch)))
-            sql = f"SELECT {_COMMIT} FROM commits WHERE repository = :repository AND id IN ({marks})"
-            found.update((c.id, c) for c in map(_commit, self._rows(sql, **{f"i{n}": i for n, i in enumerate(batch)})))
+        for among, params in _one_of("id", sorted(set(ids))):
+            sql = f"SELECT {_COMMIT} FROM commits WHERE repository = :repository AND {among}"
+            found.update((c.id, c) for c in map(_commit, self._rows(sql, **params)))
         return found
 
     def parents_and_dates(self) -> tuple[dict[str, list[str]], dict[str, datetime]]:
@@ -147,8 +157,9 @@ class Reads:
         sql = f"SELECT {_STAGED} FROM staged_entries WHERE repository = :repository AND branch = :branch"
         params: dict[str, Any] = {"branch": branch}
         if prefix is not None:
-            sql += " AND " + under("path")
-            params.update(prefix_params(prefix))
+            starting, more = _starting("path", prefix)
+            sql += " AND " + starting
+            params.update(more)
         if ordered:
             sql += " ORDER BY path"
         return [_staged(r) for r in self._rows(sql, **params)]
@@ -169,24 +180,16 @@ class Reads:
     def changes_at(self, paths: list[str]) -> list[ChangeRow]:
         """Every recorded change to `paths`."""
         rows: list[ChangeRow] = []
-        for batch in _batches(paths):
-            marks = ", ".join(f":p{n}" for n in range(len(batch)))
-            sql = (
-                "SELECT commit_id, path, address, address_kind FROM tree_changes"
-                f" WHERE repository = :repository AND path IN ({marks})"
-            )
-            rows += map(ChangeRow._make, self._rows(sql, **{f"p{n}": p for n, p in enumerate(batch)}))
+        for among, params in _one_of("path", paths):
+            rows += map(ChangeRow._make, self._rows(f"{_CHANGES} AND {among}", **params))
         return rows
 
     def changes_under(self, prefixes: list[str]) -> list[ChangeRow]:
         """Every recorded change to a path starting with one of `prefixes`."""
         rows: list[ChangeRow] = []
-        sql = (
-            "SELECT commit_id, path, address, address_kind FROM tree_changes"
-            f" WHERE repository = :repository AND {under('path')}"
-        )
         for prefix in prefixes:
-            rows += map(ChangeRow._make, self._rows(sql, **prefix_params(prefix)))
+            starting, params = _starting("path", prefix)
+            rows += map(ChangeRow._make, self._rows(f"{_CHANGES} AND {starting}", **params))
         return rows
 
 
@@ -211,10 +214,6 @@ class LakeReads:
 
 def entry_from_row(row: StagedRow) -> Entry:
     return Entry(row.path, row.address, AddressKind(row.address_kind), row.size, row.checksum, row.mtime, row.metadata)
-
-
-def _batches(values: list[str]) -> list[list[str]]:
-    return [values[start : start + IN_BATCH] for start in range(0, len(values), IN_BATCH)]
 
 
 def _when(value: datetime | str | None) -> datetime | None:
