@@ -10,9 +10,16 @@ what the task made. On the demo lake this took the Python workers from ~6.7 s to
 PySpark's daemon imports nothing before forking because some libraries start threads on import.
 Of these only two do, numpy (OpenBLAS's pool) and pyarrow (jemalloc's background thread), and both
 are built to survive fork.
+
+A worker whose JVM hangs up on it exits quietly (`serve`). When one task of a stage fails, Spark
+cancels the others and closes their sockets, sometimes while a freshly forked worker is still
+reading its handshake; PySpark's daemon then prints that worker's ConnectionResetError traceback
+to the stderr it shares with the driver, and a one-line `error:` came with fifteen lines of noise.
+The failure that matters is the JVM's, and it reaches the driver on its own.
 """
 
 import gc
+import socket
 
 import pandas  # noqa: F401
 import pyarrow.compute  # noqa: F401
@@ -22,7 +29,21 @@ from pyspark import daemon
 
 import lakegc.repogc.job  # noqa: F401  the GC pipeline, whose functions the tasks run
 
+_serve_task = daemon.worker
+
+
+def serve(sock: socket.socket, authenticated: bool) -> int:
+    """PySpark's worker loop for one task, but a hang-up of the JVM's side (the task was cancelled,
+    or the JVM is gone) ends the worker with code 1 and nothing printed. An error of the task itself
+    never gets here: PySpark's worker sends it to the JVM, which fails the task with it."""
+    try:
+        return _serve_task(sock, authenticated)
+    except (ConnectionError, EOFError):
+        return 1
+
+
 if __name__ == "__main__":
+    daemon.worker = serve  # what the daemon's manager calls in each forked worker
     gc.collect()
     gc.freeze()
     daemon.manager()
