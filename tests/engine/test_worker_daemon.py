@@ -9,10 +9,15 @@ decides when that race happens; here each way the JVM can hang up is made to hap
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +85,40 @@ def test_what_is_not_a_hang_up_still_fails_loudly() -> None:
     with pytest.raises(OSError) as raised:
         workers.serve(worker, authenticated=False)
     assert not isinstance(raised.value, ConnectionError)
+
+
+def _gone(pid: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_the_daemon_spark_starts_forks_workers_that_hang_ups_leave_silent() -> None:
+    """The module Spark runs (`spark.python.daemon.module`), spoken to as the JVM does: its port on
+    stdout, a worker's pid per connection, stdin closed to stop it. Two workers are hung up on
+    (a reset, a close) before their handshake; the daemon's stderr, the one the driver shares,
+    stays empty. With PySpark's own worker loop in place it held both tracebacks."""
+    env = {**os.environ, "PYTHON_WORKER_FACTORY_SECRET": "the secret"}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "lakegc.workers"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        (port,) = struct.unpack(">i", daemon.stdout.read(4))
+        for linger in (True, False):
+            jvm = socket.create_connection(("127.0.0.1", port), timeout=30)
+            (pid,) = struct.unpack(">i", jvm.recv(4, socket.MSG_WAITALL))
+            if linger:
+                jvm.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            jvm.close()
+            assert _gone(pid), f"worker {pid} still running"
+        daemon.stdin.close()  # the JVM's way of stopping it
+        daemon.wait(timeout=30)  # its exit code is PySpark's (1, whatever the reason), not ours
+        assert daemon.stderr.read() == b""
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
