@@ -4,7 +4,6 @@ a tiny one."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -366,7 +365,7 @@ def _why(lake: Built, console: Console) -> tuple[Measured, Measured]:
         lake.files.env(),
         console,
     )
-    if json.loads(explain.stdout)["verdict"] != "keep":
+    if explain.json()["verdict"] != "keep":
         raise RuntimeError(f"gc explain of {kept}, an object the runs kept, said {explain.stdout[:200]}")
     simulate = _contender(
         "lakegc gc simulate (1d,7d,30d,90d)",
@@ -534,7 +533,7 @@ def _lakegc(
 ) -> Collected:
     cmd = [sys.executable, "-m", "lakegc", "gc", "run", f"lakegc://{REPO}", *args, "--json"]
     measured = _contender(name or f"lakegc {mode}", cmd, env or files.env(), console)
-    summary = json.loads(measured.stdout)
+    summary = measured.json()
     if summary["state"] != "swept" or summary["mode"] != mode or summary["num_deleted"] != expected:
         raise RuntimeError(
             f"{name or f'lakegc {mode}'} run: state {summary['state']}, mode {summary['mode']}, "

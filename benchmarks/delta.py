@@ -154,9 +154,9 @@ def compare(workdir: Path, files: int, stale: int, console: Console) -> dict:
         "date": time.strftime("%Y-%m-%d"),
         "files": files,
         "stale": stale,
-        "delta_rs": _figures(peer, json.loads(peer.stdout)["deleted"]),
-        "lakegc": _figures(ours, json.loads(ours.stdout)["num_deleted"]),
-        "lakegc_warm": _figures(warm, json.loads(warm.stdout)["num_deleted"]),
+        "delta_rs": _figures(peer, peer.json()["deleted"]),
+        "lakegc": _figures(ours, ours.json()["num_deleted"]),
+        "lakegc_warm": _figures(warm, warm.json()["num_deleted"]),
     }
     figures["ratio"] = round(ours.seconds / peer.seconds, 2)
     figures["ratio_warm"] = round(warm.seconds / peer.seconds, 2)

@@ -14,7 +14,6 @@ a cold start and must delete exactly the 50,000 leftovers.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -97,7 +96,7 @@ def measure(workdir: Path, objects: int, stale: int, console: Console) -> dict:
         ]
         ours: Measured = run(command, env)
     check(blockstore / REPO, objects, stale)
-    deleted = json.loads(ours.stdout)["num_deleted_objects"]
+    deleted = ours.json()["num_deleted_objects"]
     return {
         "lakefs_objects": objects,
         "lakefs_stale": stale,

@@ -14,6 +14,7 @@ which in local mode also runs the executors' threads). Spark's Python workers ar
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +33,19 @@ class Measured:
     jvm_rss_mb: float  # its Java child, if any
     stdout: str
     cold: bool  # started with dropped caches
+    command: str = ""  # what ran, and the end of what it said on stderr: for `json`'s error
+    stderr_tail: str = ""
+
+    def json(self) -> dict:
+        """Its stdout as the JSON document it promised: one that exited 0 and printed something
+        else says so with the command, what it printed and the end of its stderr."""
+        try:
+            return json.loads(self.stdout)
+        except ValueError:
+            raise RuntimeError(
+                f"{self.command} exited 0 but printed no JSON: stdout {self.stdout[:300]!r}; "
+                f"stderr ended: {self.stderr_tail}"
+            ) from None
 
 
 _drop_caches = True
@@ -110,10 +124,11 @@ def run(cmd: list[str], env: dict[str, str]) -> Measured:
     seconds = time.monotonic() - started
     done.set()
     sampler.join()
+    tail = "\n".join(err.strip().splitlines()[-5:])
     if proc.returncode:
-        tail = "\n".join(err.strip().splitlines()[-5:])
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {proc.returncode}: {tail}")
-    return Measured(round(seconds, 2), round(peaks["self"] / 1024, 1), round(peaks["jvm"] / 1024, 1), out, cold)
+    rss, jvm = round(peaks["self"] / 1024, 1), round(peaks["jvm"] / 1024, 1)
+    return Measured(round(seconds, 2), rss, jvm, out, cold, command=" ".join(cmd[:6]), stderr_tail=tail)
 
 
 def _hwm_kb(pid: int) -> int:

@@ -25,7 +25,6 @@ own home and metastore, and must delete exactly the garbage.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -279,7 +278,7 @@ def measure(workdir: Path, objects: int, garbage: int, console: Console) -> dict
         "--json",
     ]
     ours: Measured = run(command, {**theirs, **env})
-    done = json.loads(ours.stdout)
+    done = ours.json()
     check(wh, built, done["files"], before)
     return {
         "warehouse_objects": objects,

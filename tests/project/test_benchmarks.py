@@ -19,6 +19,7 @@ import pytest
 from benchmarks.contenders import has_inventory_option
 from benchmarks.generate import build
 from benchmarks.inventory import FILE_SCHEMA, write_inventory
+from benchmarks.measure import Measured
 from benchmarks.plot import plot_sweep
 from benchmarks.project import PHASES, TARGET, project, table
 from benchmarks.scenario import Scenario
@@ -359,3 +360,15 @@ def test_server_benchmark_runs_with_both_clients_and_checks_every_read(tmp_path)
     assert [r["objects"] for r in rows if r["operation"] == "upload"] == [5, 5]
     large = [r for r in rows if r["operation"].endswith("large")]
     assert [r["bytes_each"] for r in large] == [2 << 20, 2 << 20]
+
+
+def test_a_contender_that_exits_0_without_its_json_is_named_with_what_it_said():
+    """A benchmark's slow run once failed on a bare JSONDecodeError, its command unknown."""
+    said = Measured(1.0, 1.0, 0.0, '{"num_deleted": 3}\n', False, command="lakegc gc run", stderr_tail="")
+    assert said.json() == {"num_deleted": 3}
+    quiet = Measured(1.0, 1.0, 0.0, "not json\n", False, command="lakegc gc run", stderr_tail="why it stopped")
+    with pytest.raises(RuntimeError) as raised:
+        quiet.json()
+    assert str(raised.value) == (
+        "lakegc gc run exited 0 but printed no JSON: stdout 'not json\\n'; stderr ended: why it stopped"
+    )
