@@ -99,7 +99,7 @@ def _wait_for_workers(root: Path, procs: dict[str, subprocess.Popen], webui: int
             with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=5) as resp:
                 if sum(w["state"] == "ALIVE" for w in json.load(resp)["workers"]) == WORKERS:
                     return
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a JSON page not served yet (an empty body, seen once in CI)
             pass  # the master's web UI is not up yet
         if time.monotonic() > deadline:
             raise RuntimeError(
