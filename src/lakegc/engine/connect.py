@@ -54,6 +54,7 @@ def connect_session(address: str, conf: dict[str, str], first_answer: float | No
     else:
         builder = _default(address)
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
+    fork_safe_grpc()
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     _forget(ConnectSession)  # a new session for this address and token, never one made earlier for another
@@ -159,3 +160,11 @@ def _engine_at(port: int) -> warm.Engine | None:
 
 def _shown(address: str) -> str:
     return address.split(";", 1)[0]
+
+
+def fork_safe_grpc() -> None:
+    """Turn off gRPC's fork handlers before gRPC loads (a user's own setting stands). A command
+    whose engine never answered falls back to a JVM of its own, launched by a fork while the stuck
+    first call still holds gRPC in another thread; the handlers then ran in the child and could
+    abort it ("Java gateway process exited"). Nothing of ours uses gRPC in a forked child."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
