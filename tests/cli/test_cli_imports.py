@@ -13,14 +13,20 @@ import pytest
 
 from lakegc.cli.main import SUBCOMMANDS, load_subcommand
 
+# The command runs as the console script does (`lakegc.cli.main.run`): it leaves with `os._exit`
+# once its output is flushed, never through the interpreter's teardown, where pyarrow's native
+# thread pools can abort the process ("terminate called without an active exception").
 _RUN = """
-import sys
+import os, sys
 from lakegc.cli.main import app
 try:
     app(sys.argv[1:], prog_name="lakegc")
 except SystemExit:
     pass
 print("IMPORTED", *[m for m in ("pyspark", "pyarrow", "sqlalchemy", "pandas") if m in sys.modules], file=sys.stderr)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 """
 
 
