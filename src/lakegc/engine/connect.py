@@ -31,6 +31,7 @@ def connect_session(address: str, conf: dict[str, str], first_answer: float | No
     client would retry for minutes; with `first_answer`, neither is a server that takes the
     connection and then does not answer. The warm engine's own address, given without a token, is
     reached with the token its record holds, and only if the engine is ours (`warm.answers`)."""
+    fork_safe_grpc()  # first: the channel builders below load gRPC
     from pyspark.errors import PySparkException
 
     from lakegc.errors import InvalidArgument, LakegcError, first_line
@@ -54,7 +55,6 @@ def connect_session(address: str, conf: dict[str, str], first_answer: float | No
     else:
         builder = _default(address)
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")  # the error that follows says it
-    fork_safe_grpc()
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     _forget(ConnectSession)  # a new session for this address and token, never one made earlier for another
@@ -163,8 +163,9 @@ def _shown(address: str) -> str:
 
 
 def fork_safe_grpc() -> None:
-    """Turn off gRPC's fork handlers before gRPC loads (a user's own setting stands). A command
-    whose engine never answered falls back to a JVM of its own, launched by a fork while the stuck
-    first call still holds gRPC in another thread; the handlers then ran in the child and could
-    abort it ("Java gateway process exited"). Nothing of ours uses gRPC in a forked child."""
+    """Turn off gRPC's fork handlers before gRPC loads: it reads the setting as it loads, so later
+    is too late (a user's own setting stands). A command whose engine never answered falls back to
+    a JVM of its own, launched by a fork while the stuck first call still holds gRPC in another
+    thread; the handlers then ran in the child and could abort it ("Java gateway process exited").
+    Nothing of ours uses gRPC in a forked child."""
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
